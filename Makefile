@@ -1,0 +1,30 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+# uv is bootstrapped with pip when it is not on PATH.
+UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
+RUN := $(UV) run --frozen
+
+.PHONY: bootstrap sync demo test lint typecheck pytest clean
+
+bootstrap:
+	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
+
+sync: bootstrap
+	$(UV) sync --frozen
+
+demo: sync
+	$(RUN) reflexmem demo
+
+lint: sync
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+
+typecheck: sync
+	$(RUN) mypy
+
+pytest: sync
+	$(RUN) pytest -q
+
+test: lint typecheck pytest
+
+clean:
+	rm -rf .reflex .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,117 @@
+"""`reflexmem bench admission`: the full admission path against a bare bulk load.
+
+Both sides start from the same Parquet files and load the same rows into the same
+migrated schema, in fresh scratch databases, in the same process. The bare side reads
+the files and bulk-loads them (COPY / one executemany transaction) with no validation;
+the measured side ingests (schema validation, staging, reference and conflict checks),
+runs the Great Expectations admission suite and writes the verdicts. Great Expectations'
+one-off import is paid before either clock starts.
+"""
+
+from __future__ import annotations
+
+import resource
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import sqlalchemy as sa
+from rich.progress import Progress
+
+from infra import migrate
+from infra.db import make_engine
+from infra.services import run_admission, run_ingest
+from reflexmem.ael.panel import load_dfull
+from reflexmem.ingest.schemas import LOAD_ORDER, SCHEMAS
+from reflexmem.ledger.bulk import bulk_insert
+from reflexmem.settings import Settings
+from reflexmem.synth import generate, write_stream
+
+
+@contextmanager
+def scratch_engine(settings: Settings, backend: str, workdir: Path) -> Iterator[sa.Engine]:
+    """A freshly migrated scratch database, dropped afterwards."""
+    if backend == "sqlite":
+        engine = make_engine(f"sqlite:///{workdir / f'{uuid.uuid4().hex}.sqlite'}")
+        try:
+            migrate.upgrade(engine)
+            yield engine
+        finally:
+            engine.dispose()
+        return
+    name = f"reflex_bench_{uuid.uuid4().hex[:12]}"
+    admin = make_engine(settings.bench_postgres_url).execution_options(isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = sa.make_url(settings.bench_postgres_url).set(database=name)
+    engine = make_engine(url)
+    try:
+        migrate.upgrade(engine)
+        yield engine
+    finally:
+        engine.dispose()
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def bare_load(engine: sa.Engine, directory: Path) -> None:
+    """Read the files and bulk-load them as they are: the floor the full path is held to."""
+    with engine.begin() as conn:
+        for kind in LOAD_ORDER:
+            frame = pl.read_parquet(directory / f"{kind}.parquet")
+            if kind == "previews":
+                frame = frame.with_columns(
+                    pl.col("consumed_at").is_not_null().cast(pl.Int64).alias("consume_count")
+                )
+            bulk_insert(conn, SCHEMAS[kind].table, frame)
+
+
+def run_bench(settings: Settings, *, rows: int, backend: str, progress: bool) -> dict[str, Any]:
+    """Measure both paths on `rows` generated decisions; returns the JSON-able result."""
+    from expectations.runner import checked_columns
+
+    checked_columns("admission")
+    workdir = Path(tempfile.mkdtemp(prefix="reflex-bench-"))
+    try:
+        with Progress(disable=not progress, transient=True) as bar:
+            task = bar.add_task("generating", total=4)
+            stream = generate(load_dfull(), rows, seed=1)
+            paths = write_stream(stream, workdir / "in")
+            del stream
+            bar.update(task, advance=1, description="bare bulk load")
+            with scratch_engine(settings, backend, workdir) as engine:
+                start = time.perf_counter()
+                bare_load(engine, workdir / "in")
+                bare_s = time.perf_counter() - start
+            bar.update(task, advance=1, description="ingest")
+            with scratch_engine(settings, backend, workdir) as engine:
+                start = time.perf_counter()
+                run_ingest(engine, paths)
+                ingest_s = time.perf_counter() - start
+                bar.update(task, advance=1, description="admission")
+                result = run_admission(engine, settings)
+                total_s = time.perf_counter() - start
+            bar.update(task, advance=1)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {
+        "rows": rows,
+        "backend": backend,
+        "ingest_admit_s": round(total_s, 3),
+        "ingest_s": round(ingest_s, 3),
+        "admit_s": round(total_s - ingest_s, 3),
+        "bare_load_s": round(bare_s, 3),
+        "ratio": round(total_s / bare_s, 3),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "admitted": result.admitted,
+        "pending": result.pending,
+        "quarantined": result.quarantined,
+        "rows_per_table": len(LOAD_ORDER),
+    }

@@ -1,0 +1,159 @@
+"""`reflexmem`: the command line over the core, the expectations and the flows.
+
+Commands build one `Settings` and pass it down; heavy dependencies (Great Expectations,
+Prefect, MLflow) are imported inside the commands that need them, so `--help` is fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from reflexmem.settings import Settings
+
+if TYPE_CHECKING:
+    from reflexmem.admission.admit import AdmissionResult
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+db_app = typer.Typer(no_args_is_help=True, help="Ledger schema.")
+preview_app = typer.Typer(no_args_is_help=True, help="Manual previews.")
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print JSON.")
+app.add_typer(db_app, name="db")
+app.add_typer(preview_app, name="preview")
+app.add_typer(bench_app, name="bench")
+console = Console()
+err = Console(stderr=True)
+
+
+def _counts_table(title: str, counts: dict[str, int]) -> Table:
+    table = Table(title=title)
+    table.add_column("reason")
+    table.add_column("rows", justify="right")
+    for key, value in counts.items():
+        table.add_row(key, str(value))
+    return table
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Create or migrate the ledger schema to the newest revision."""
+    from infra import migrate
+    from infra.services import ready_engine
+
+    settings = Settings()
+    engine = ready_engine(settings)
+    console.print(f"ledger at revision {migrate.current_revision(engine)} ({settings.backend})")
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Parquet, CSV or JSONL ledger files.")],
+    kind: Annotated[
+        str | None, typer.Option(help="Kind of every file, if names don't tell.")
+    ] = None,
+    admit: Annotated[bool, typer.Option("--admit/--no-admit", help="Run admission after.")] = False,
+) -> None:
+    """Validate and load ledger files in one transaction; bad input writes nothing."""
+    from infra.services import ready_engine, run_admission, run_ingest
+    from reflexmem.ingest.read import IngestError
+
+    settings = Settings()
+    engine = ready_engine(settings)
+    try:
+        report = run_ingest(engine, paths, kind)
+    except IngestError as exc:
+        err.print(f"[red]ingest failed, nothing written:[/red] {exc}", soft_wrap=True)
+        raise typer.Exit(2) from exc
+    for path in report.skipped_files:
+        console.print(f"unchanged (ingested before): {path}")
+    for k, n in report.added.items():
+        console.print(f"{k}: {n} new rows, {report.unchanged_rows.get(k, 0)} already stored")
+    if admit:
+        _print_admission(run_admission(engine, settings))
+
+
+def _print_admission(result: AdmissionResult) -> None:
+    from infra.render import admission_table
+
+    console.print(admission_table(result))
+
+
+@app.command("admit")
+def admit_cmd() -> None:
+    """Admit every not-yet-admitted execution (fail-closed, guarded by Great Expectations)."""
+    from infra.services import ready_engine, run_admission
+
+    settings = Settings()
+    _print_admission(run_admission(ready_engine(settings), settings))
+
+
+@preview_app.command("consume")
+def preview_consume(preview_id: str, decision_id: str) -> None:
+    """Consume a manual preview for a decision; a second consumption is refused."""
+    from infra.services import ready_engine
+    from reflexmem.ledger.previews import PreviewError, consume_preview
+
+    engine = ready_engine(Settings())
+    try:
+        with engine.begin() as conn:
+            consume_preview(conn, preview_id, decision_id)
+    except PreviewError as exc:
+        err.print(f"[red]refused:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    console.print(f"preview {preview_id} consumed by {decision_id}")
+
+
+@app.command()
+def doctor() -> None:
+    """Check the store: reachable, migrated, registry valid; show mode and case counts."""
+    from infra.doctor import run_doctor
+
+    report = run_doctor(Settings())
+    for check in report.checks:
+        mark = "[green]ok[/green]" if check.ok else "[red]FAIL[/red]"
+        console.print(f"{mark}  {check.name}: {check.detail}")
+    for title, counts in report.tables.items():
+        if counts:
+            console.print(_counts_table(title, counts))
+    if not report.healthy:
+        raise typer.Exit(1)
+
+
+@app.command()
+def demo(
+    rows: Annotated[int, typer.Option(help="Decisions in the generated stream.")] = 5000,
+) -> None:
+    """Run the main job on the embedded defaults, end to end."""
+    from infra.demo import run_demo
+
+    run_demo(Settings(), rows=rows, console=console)
+
+
+@bench_app.command("admission")
+def bench_admission(
+    rows: Annotated[int, typer.Option(help="Decisions to generate.")] = 100_000,
+    backend: Annotated[str, typer.Option(help="sqlite or postgres.")] = "sqlite",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Ingest + Great Expectations + admission against a bare bulk load, same run."""
+    from infra.bench_admission import run_bench
+
+    if backend not in ("sqlite", "postgres"):
+        err.print("--backend must be sqlite or postgres")
+        raise typer.Exit(2)
+    result = run_bench(Settings(), rows=rows, backend=backend, progress=not as_json)
+    if as_json:
+        sys.stdout.write(json.dumps(result) + "\n")
+    else:
+        console.print_json(json.dumps(result))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

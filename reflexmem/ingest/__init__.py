@@ -1,0 +1,1 @@
+"""Ingestion of agent ledger files (decisions, previews, executions, fills, outcomes)."""

@@ -1,0 +1,221 @@
+"""Load validated ledger files in one transaction: all of them, or nothing.
+
+Rows go first into a temporary staging table by the database's bulk path; set-based SQL
+then rejects dangling references, rejects rows that contradict what is stored under the
+same key, and appends only keys not seen before, so re-ingesting a file changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import sqlalchemy as sa
+
+from reflexmem.ingest.read import ROW, IngestError, LedgerFile, read_ledger_file
+from reflexmem.ingest.schemas import LOAD_ORDER, SCHEMAS, FileSchema
+from reflexmem.ledger.bulk import bulk_insert, quote_ident
+from reflexmem.ledger.models import Base, IngestedFile
+
+
+@dataclass
+class IngestReport:
+    """Rows added per kind, and files skipped because they were ingested before."""
+
+    added: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    unchanged_rows: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    skipped_files: list[Path] = field(default_factory=list)
+
+    @property
+    def total_added(self) -> int:
+        """All rows written."""
+        return sum(self.added.values())
+
+
+def _table_columns(schema: FileSchema) -> list[str]:
+    cols = [c.name for c in schema.columns]
+    if schema.kind == "previews":
+        cols.append("consume_count")
+    return cols
+
+
+def _prepare(file: LedgerFile) -> pl.DataFrame:
+    frame = file.frame
+    if file.schema.kind == "previews":
+        half = frame["consumed_at"].is_null() != frame["consumed_by_decision_id"].is_null()
+        if half.any():
+            row = int(frame.filter(half)[ROW][0])
+            raise IngestError(
+                file.path,
+                "consumed_at and consumed_by_decision_id must both be set or both be empty",
+                row=row,
+                column="consumed_at",
+            )
+        frame = frame.with_columns(
+            pl.col("consumed_at").is_not_null().cast(pl.Int64).alias("consume_count")
+        )
+    if file.schema.kind == "outcomes":
+        unsettled = (pl.col("status") == "settled") & pl.col("settled_at").is_null()
+        bad = frame.select(unsettled).to_series()
+        if bad.any():
+            raise IngestError(
+                file.path,
+                "a settled position needs settled_at",
+                row=int(frame.filter(bad)[ROW][0]),
+                column="settled_at",
+            )
+    return frame
+
+
+def _stage(conn: sa.Connection, schema: FileSchema, frame: pl.DataFrame) -> str:
+    stage = f"stage_{schema.kind}"
+    q = quote_ident(conn, stage)
+    conn.execute(sa.text(f"DROP TABLE IF EXISTS {q}"))
+    cols = _table_columns(schema)
+    select = ", ".join(quote_ident(conn, c) for c in cols)
+    conn.execute(
+        sa.text(
+            f"CREATE TEMPORARY TABLE {q} AS SELECT {select} FROM "
+            f"{quote_ident(conn, schema.table)} WHERE 1 = 0"
+        )
+    )
+    conn.execute(sa.text(f"ALTER TABLE {q} ADD COLUMN {ROW} INTEGER"))
+    bulk_insert(conn, stage, frame.select([*cols, ROW]))
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text(f"ANALYZE {q}"))
+    return stage
+
+
+def _check_references(conn: sa.Connection, file: LedgerFile, stage: str) -> None:
+    for col in file.schema.columns:
+        if col.references is None:
+            continue
+        parent = SCHEMAS[col.references]
+        c, pk = quote_ident(conn, col.name), quote_ident(conn, parent.key)
+        hit = conn.execute(
+            sa.text(
+                f"SELECT s.{ROW}, s.{c} FROM {quote_ident(conn, stage)} s "
+                f"WHERE s.{c} IS NOT NULL AND NOT EXISTS (SELECT 1 FROM "
+                f"{quote_ident(conn, parent.table)} p WHERE p.{pk} = s.{c}) "
+                f"ORDER BY s.{ROW} LIMIT 1"
+            )
+        ).first()
+        if hit is not None:
+            raise IngestError(
+                file.path,
+                f"{hit[1]!r} refers to no known {parent.kind[:-1]} ({parent.key})",
+                row=int(hit[0]),
+                column=col.name,
+            )
+
+
+def _canonical_json(text: str | None) -> str | None:
+    return None if text is None else json.dumps(json.loads(text), sort_keys=True)
+
+
+def _normalise_for_compare(frame: pl.DataFrame, json_cols: list[str]) -> pl.DataFrame:
+    exprs = []
+    for name, dtype in frame.schema.items():
+        if name in json_cols:
+            exprs.append(pl.col(name).map_elements(_canonical_json, return_dtype=pl.String))
+        elif isinstance(dtype, pl.Datetime):
+            exprs.append(pl.col(name).dt.timestamp("us").cast(pl.String))
+        elif dtype in (pl.Float64, pl.Float32):
+            exprs.append(pl.col(name).round(9).cast(pl.String))
+        else:
+            exprs.append(pl.col(name).cast(pl.String))
+    return frame.select(exprs)
+
+
+def _check_conflicts(conn: sa.Connection, file: LedgerFile, stage: str, frame: pl.DataFrame) -> int:
+    """Rows already stored under the same key must be identical; returns how many there were."""
+    schema = file.schema
+    cols = _table_columns(schema)
+    table = Base.metadata.tables[schema.table]
+    staged = sa.table(stage, sa.column(schema.key))
+    json_cols = [c.name for c in schema.columns if c.type == "json"]
+    selected = [sa.cast(table.c[c], sa.Text) if c in json_cols else table.c[c] for c in cols]
+    query = sa.select(*selected).join(staged, staged.c[schema.key] == table.c[schema.key])
+    rows = conn.execute(query).fetchall()
+    if not rows:
+        return 0
+    incoming = frame.select([*cols, ROW])
+    stored = pl.DataFrame(
+        [tuple(r) for r in rows], schema=incoming.drop(ROW).schema, orient="row", strict=False
+    )
+    stored = stored.with_columns(
+        [
+            pl.col(n).dt.replace_time_zone("UTC")
+            for n, t in stored.schema.items()
+            if isinstance(t, pl.Datetime) and t.time_zone is None
+        ]
+    )
+    a = _normalise_for_compare(incoming.drop(ROW), json_cols).with_columns(incoming[ROW])
+    b = _normalise_for_compare(stored, json_cols)
+    joined = a.join(b, on=schema.key, suffix="__stored")
+    for c in cols:
+        if c == schema.key:
+            continue
+        differs = joined.filter(pl.col(c).ne_missing(pl.col(f"{c}__stored")))
+        if differs.height:
+            row = differs.sort(ROW).row(0, named=True)
+            raise IngestError(
+                file.path,
+                f"key {row[schema.key]!r} is already stored with {c}={row[c + '__stored']!r}, "
+                f"this file says {row[c]!r}",
+                row=int(row[ROW]),
+                column=c,
+            )
+    return len(rows)
+
+
+def _append_new(conn: sa.Connection, schema: FileSchema, stage: str) -> int:
+    cols = ", ".join(quote_ident(conn, c) for c in _table_columns(schema))
+    key, table = quote_ident(conn, schema.key), quote_ident(conn, schema.table)
+    result = conn.execute(
+        sa.text(
+            f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {quote_ident(conn, stage)} s "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.{key} = s.{key})"
+        )
+    )
+    return int(result.rowcount)
+
+
+def ingest_files(
+    conn: sa.Connection, paths: Sequence[Path], *, kinds: Sequence[str | None] | None = None
+) -> IngestReport:
+    """Validate every file, then load them in dependency order on `conn`'s transaction."""
+    kinds = kinds or [None] * len(paths)
+    files = [read_ledger_file(p, k) for p, k in zip(paths, kinds, strict=True)]
+    report = IngestReport()
+    seen = set(conn.execute(sa.select(IngestedFile.sha256)).scalars())
+    todo: list[tuple[LedgerFile, pl.DataFrame]] = []
+    for f in files:
+        if f.sha256 in seen:
+            report.skipped_files.append(f.path)
+        else:
+            todo.append((f, _prepare(f)))
+            seen.add(f.sha256)
+    todo.sort(key=lambda item: LOAD_ORDER.index(item[0].schema.kind))
+    now = datetime.now(UTC)
+    for file, frame in todo:
+        stage = _stage(conn, file.schema, frame)
+        _check_references(conn, file, stage)
+        report.unchanged_rows[file.schema.kind] += _check_conflicts(conn, file, stage, frame)
+        report.added[file.schema.kind] += _append_new(conn, file.schema, stage)
+        conn.execute(sa.text(f"DROP TABLE {quote_ident(conn, stage)}"))
+        conn.execute(
+            sa.insert(IngestedFile).values(
+                sha256=file.sha256,
+                path=str(file.path),
+                kind=file.schema.kind,
+                rows=frame.height,
+                ingested_at=now,
+            )
+        )
+    return report

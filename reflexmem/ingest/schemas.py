@@ -1,0 +1,163 @@
+"""The file contracts of `reflexmem ingest`, one per ledger table.
+
+A schema is data, so that the README's tables, the validator and the loader can never
+disagree about a column.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Literal
+
+from reflexmem.ledger.enums import Direction, Instrument, Origin, PositionStatus
+
+ColumnType = Literal["str", "float", "int", "bool", "timestamp", "json"]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a file contract."""
+
+    name: str
+    type: ColumnType = "str"
+    required: bool = True
+    enum: builtins.type[StrEnum] | None = None
+    references: str | None = None
+    default: str | float | int | bool | None = None
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class FileSchema:
+    """The contract of one kind of file and the table it loads into."""
+
+    kind: str
+    table: str
+    key: str
+    columns: tuple[Column, ...]
+    doc: str = ""
+    depends_on: tuple[str, ...] = field(default=())
+
+    def column(self, name: str) -> Column:
+        """The column called `name`."""
+        return next(c for c in self.columns if c.name == name)
+
+
+DECISIONS = FileSchema(
+    kind="decisions",
+    table="trading_decisions",
+    key="decision_id",
+    doc="What an agent decided, in which declared role, with its evidence.",
+    columns=(
+        Column("decision_id", doc="unique decision ID"),
+        Column("agent_id", doc="the deciding agent"),
+        Column("role_id", doc="declared analysis role (checked at admission, not here)"),
+        Column("account"),
+        Column("market", doc="venue or market, e.g. `US`"),
+        Column("symbol", doc="the asset"),
+        Column("direction", enum=Direction),
+        Column("decided_at", "timestamp"),
+        Column("scenario", required=False),
+        Column("rationale", required=False, default=""),
+        Column(
+            "evidence",
+            "json",
+            required=False,
+            doc="JSON list of {kind, as_of, value} known at decision time",
+        ),
+    ),
+)
+
+PREVIEWS = FileSchema(
+    kind="previews",
+    table="trade_previews",
+    key="preview_id",
+    depends_on=("decisions",),
+    doc="Manual trade previews and whether they were consumed.",
+    columns=(
+        Column("preview_id"),
+        Column("decision_id", references="decisions"),
+        Column("account"),
+        Column("market"),
+        Column("symbol"),
+        Column("direction", enum=Direction),
+        Column("created_at", "timestamp"),
+        Column("consumed_at", "timestamp", required=False),
+        Column("consumed_by_decision_id", required=False, references="decisions"),
+    ),
+)
+
+EXECUTIONS = FileSchema(
+    kind="executions",
+    table="trade_executions",
+    key="execution_id",
+    depends_on=("decisions", "previews"),
+    doc="Orders that reached the market, with origin and automation markers.",
+    columns=(
+        Column("execution_id"),
+        Column("decision_id", references="decisions"),
+        Column("preview_id", required=False, references="previews"),
+        Column("account"),
+        Column("market"),
+        Column("symbol"),
+        Column("direction", enum=Direction),
+        Column("instrument", enum=Instrument, required=False, default="spot"),
+        Column("origin", enum=Origin),
+        Column("origin_verified", "bool", required=False, default=False),
+        Column(
+            "automation_markers",
+            "json",
+            required=False,
+            doc="JSON list of markers (job IDs, bot tags); any marker means automated",
+        ),
+        Column("executed_at", "timestamp"),
+    ),
+)
+
+FILLS = FileSchema(
+    kind="fills",
+    table="trade_fills",
+    key="fill_id",
+    depends_on=("executions",),
+    doc="Fills of executions.",
+    columns=(
+        Column("fill_id"),
+        Column("execution_id", references="executions"),
+        Column("quantity", "float"),
+        Column("price", "float"),
+        Column("fee", "float", required=False, default=0.0),
+        Column("filled_at", "timestamp"),
+    ),
+)
+
+OUTCOMES = FileSchema(
+    kind="outcomes",
+    table="position_lifecycles",
+    key="position_id",
+    depends_on=("decisions",),
+    doc="Position lifecycles: open, or settled with a realized return.",
+    columns=(
+        Column("position_id"),
+        Column("decision_id", references="decisions"),
+        Column("status", enum=PositionStatus),
+        Column("opened_at", "timestamp"),
+        Column("settled_at", "timestamp", required=False),
+        Column("entry_price", "float", required=False),
+        Column("exit_price", "float", required=False),
+        Column("realized_return", "float", required=False),
+        Column(
+            "evaluation_points",
+            "int",
+            required=False,
+            default=0,
+            doc="price observations available to evaluate the outcome",
+        ),
+    ),
+)
+
+SCHEMAS: dict[str, FileSchema] = {
+    s.kind: s for s in (DECISIONS, PREVIEWS, EXECUTIONS, FILLS, OUTCOMES)
+}
+LOAD_ORDER: tuple[str, ...] = ("decisions", "previews", "executions", "fills", "outcomes")

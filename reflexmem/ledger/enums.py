@@ -1,0 +1,92 @@
+"""Closed vocabularies of the ledger; each becomes a CHECK constraint in the database."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Direction(StrEnum):
+    """Side of a decision or execution."""
+
+    LONG = "long"
+    SHORT = "short"
+
+
+class Instrument(StrEnum):
+    """What was traded; perps of unknown origin are never learnable."""
+
+    SPOT = "spot"
+    PERP = "perp"
+    OPTION = "option"
+
+
+class Origin(StrEnum):
+    """Who caused an execution; only manual ones can teach a role anything."""
+
+    MANUAL_AGENT = "manual_agent"
+    MANUAL_EXTERNAL = "manual_external"
+    AUTOPILOT = "autopilot"
+    STRATEGY_STUDIO = "strategy_studio"
+    XSTRATEGY = "xstrategy"
+    WORKFLOW = "workflow"
+    UNKNOWN = "unknown"
+
+
+AUTOMATED_ORIGINS = frozenset(
+    {Origin.AUTOPILOT, Origin.STRATEGY_STUDIO, Origin.XSTRATEGY, Origin.WORKFLOW}
+)
+
+
+class PositionStatus(StrEnum):
+    """Lifecycle of the position a decision opened."""
+
+    OPEN = "open"
+    SETTLED = "settled"
+
+
+class CaseState(StrEnum):
+    """Where a role case is on its way from admission to a lesson."""
+
+    PENDING = "pending"
+    ELIGIBLE = "eligible"
+    REFLECTED = "reflected"
+    REFLECTION_FAILED = "reflection_failed"
+
+
+class PendingReason(StrEnum):
+    """Why a case is not yet eligible for reflection."""
+
+    UNSETTLED = "unsettled"
+    INSUFFICIENT_DATA = "insufficient_data"
+    NOT_DUE = "not_due"
+    BUDGET_DEFERRED = "budget_deferred"
+
+
+class OutcomeClass(StrEnum):
+    """Reflection's verdict on a matured case; only the first two are learnable."""
+
+    LOGIC_ERROR = "logic_error"
+    MISSING_DATA = "missing_data"
+    EXOGENOUS = "exogenous"
+    VARIANCE = "variance"
+
+
+class QuarantineReason(StrEnum):
+    """Fail-closed reason codes; the first failing condition in this order is the primary one."""
+
+    UNKNOWN_ROLE = "unknown_role"
+    AUTOMATED_ORIGIN = "automated_origin"
+    UNKNOWN_ORIGIN = "unknown_origin"
+    UNVERIFIED_EXTERNAL = "unverified_external"
+    PREVIEW_MISSING = "preview_missing"
+    PREVIEW_UNCONSUMED = "preview_unconsumed"
+    PREVIEW_REUSED = "preview_reused"
+    PREVIEW_DOUBLE_CONSUME = "preview_double_consume"
+    IDENTITY_MISMATCH = "identity_mismatch"
+
+
+class SubjectKind(StrEnum):
+    """What a quarantine row holds back."""
+
+    EXECUTION = "execution"
+    PREVIEW_CONSUMPTION = "preview_consumption"

@@ -1,0 +1,58 @@
+"""AEL memory learning: tiered memory, ranked recall, policy bandit, learning loop.
+
+Pure domain code: no orchestration, tracking or validation framework is imported here,
+so the in-process benchmark and the ledger-backed services share one implementation.
+"""
+
+from reflexmem.memory.bandit import (
+    BanditState,
+    CreditMode,
+    ThompsonBandit,
+    reward_from_outcome,
+)
+from reflexmem.memory.distill import DistillConfig, DistillReport, Pattern, distill_window
+from reflexmem.memory.entries import TIER_BOOST, EntryState, FrozenError, MemoryEntry, Tier
+from reflexmem.memory.loop import EpisodeReport, EvolutionEvent, LearningLoop, LoopConfig
+from reflexmem.memory.policies import (
+    RenderFormat,
+    Retrieval,
+    RetrievalPolicy,
+    count_tokens,
+    default_policies,
+    retrieve,
+)
+from reflexmem.memory.ranking import MatchFn, RankedEntry, TokenOverlapMatcher, rank
+from reflexmem.memory.store import InMemoryStore, MemoryStore, WriteResult
+
+__all__ = [
+    "TIER_BOOST",
+    "BanditState",
+    "CreditMode",
+    "DistillConfig",
+    "DistillReport",
+    "EntryState",
+    "EpisodeReport",
+    "EvolutionEvent",
+    "FrozenError",
+    "InMemoryStore",
+    "LearningLoop",
+    "LoopConfig",
+    "MatchFn",
+    "MemoryEntry",
+    "MemoryStore",
+    "Pattern",
+    "RankedEntry",
+    "RenderFormat",
+    "Retrieval",
+    "RetrievalPolicy",
+    "ThompsonBandit",
+    "Tier",
+    "TokenOverlapMatcher",
+    "WriteResult",
+    "count_tokens",
+    "default_policies",
+    "distill_window",
+    "rank",
+    "retrieve",
+    "reward_from_outcome",
+]
