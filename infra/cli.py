@@ -66,7 +66,8 @@ def ingest(
     settings = Settings()
     engine = ready_engine(settings)
     try:
-        report = run_ingest(engine, paths, kind)
+        with console.status(f"validating and loading {len(paths)} file(s)"):
+            report = run_ingest(engine, paths, kind)
     except IngestError as exc:
         err.print(f"[red]ingest failed, nothing written:[/red] {exc}", soft_wrap=True)
         raise typer.Exit(2) from exc

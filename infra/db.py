@@ -14,8 +14,6 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from reflexmem.settings import Settings
-
 
 def _normalise(url: str | URL) -> URL:
     parsed = make_url(url)
@@ -45,11 +43,6 @@ def make_engine(url: str | URL, **options: Any) -> sa.Engine:
         sa.event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     return sa.create_engine(parsed, pool_pre_ping=True, **options)
-
-
-def engine_from_settings(settings: Settings) -> sa.Engine:
-    """The ledger engine named by the settings."""
-    return make_engine(settings.resolved_database_url)
 
 
 def session_factory(engine: sa.Engine) -> sessionmaker[Session]:

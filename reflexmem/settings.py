@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from enum import StrEnum
 from pathlib import Path
 
@@ -85,6 +84,5 @@ class Settings(BaseSettings):
 
 @functools.cache
 def runtime_mode() -> MemoryMode:
-    """The process's role-memory mode, read from the environment once and then frozen."""
-    raw = os.environ.get("ROLE_MEMORY_MODE", os.environ.get("REFLEX_ROLE_MEMORY_MODE"))
-    return parse_mode(raw)
+    """The process's role-memory mode: the first reading of the settings, then frozen."""
+    return Settings().role_memory_mode

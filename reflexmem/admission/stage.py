@@ -42,8 +42,12 @@ WHERE NOT EXISTS (SELECT 1 FROM role_cases rc WHERE rc.execution_id = e.executio
 """
 
 INT_COLUMNS = ("consume_count", "preview_uses", "settled", "points")
-IDENTITY_FIELDS = {"asset": "symbol", "direction": "direction", "account": "account"}
-IDENTITY_FIELDS["market"] = "market"
+IDENTITY_FIELDS = {
+    "asset": "symbol",
+    "direction": "direction",
+    "account": "account",
+    "market": "market",
+}
 
 
 def _markers_present(col: pl.Expr) -> pl.Expr:

@@ -20,8 +20,13 @@ from reflexmem.ingest.schemas import SCHEMAS, Column, FileSchema
 ROW = "_row"
 TRUE_WORDS = ("true", "t", "1", "yes", "y")
 FALSE_WORDS = ("false", "f", "0", "no", "n")
-SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl"}
-SUFFIXES[".ndjson"] = "jsonl"
+SUFFIXES = {
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+}
 
 
 class IngestError(ValueError):

@@ -45,3 +45,16 @@ def test_embedded_defaults_live_under_home(monkeypatch: pytest.MonkeyPatch, tmp_
 def test_a_postgresql_url_selects_postgres(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REFLEX_DATABASE_URL", "postgresql://postgres@127.0.0.1/x")
     assert Settings().backend == "postgresql"
+
+
+def test_runtime_mode_is_frozen_after_the_first_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    from reflexmem.settings import runtime_mode
+
+    runtime_mode.cache_clear()
+    monkeypatch.setenv("ROLE_MEMORY_MODE", "active")
+    try:
+        assert runtime_mode() is MemoryMode.ACTIVE
+        monkeypatch.setenv("ROLE_MEMORY_MODE", "shadow")
+        assert runtime_mode() is MemoryMode.ACTIVE
+    finally:
+        runtime_mode.cache_clear()
