@@ -155,6 +155,167 @@ def bench_admission(
         console.print_json(json.dumps(result))
 
 
+@app.command("recall")
+def recall_cmd(
+    query: Annotated[str, typer.Argument(help="What to recall (plain text; never SQL).")],
+    role: Annotated[str, typer.Option(help="Exact role id (required).")],
+    symbol: Annotated[str | None, typer.Option(help="Only cases on this symbol.")] = None,
+    scenario: Annotated[str | None, typer.Option(help="Only cases in this scenario.")] = None,
+    as_of: Annotated[
+        str | None, typer.Option("--as-of", help="ISO time; nothing recorded later (UTC if naive).")
+    ] = None,
+    k: Annotated[int, typer.Option("--k", help="How many items to return.")] = 5,
+    embedder: Annotated[str, typer.Option(help="none, hashing or minilm (extra).")] = "none",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Recall reflected role cases (active mode only; shadow has no recall)."""
+    from datetime import UTC, datetime
+
+    from infra.services import ready_engine
+    from reflexmem.recall import (
+        HashingEmbedder,
+        RecallConstraints,
+        RecallQueryError,
+        RecallUnavailable,
+        recall,
+        require_active,
+    )
+    from reflexmem.settings import runtime_mode
+
+    try:
+        require_active(runtime_mode())
+    except RecallUnavailable as exc:
+        err.print(f"[red]refused:[/red] {exc}")
+        raise typer.Exit(3) from exc
+    try:
+        when = None if as_of is None else datetime.fromisoformat(as_of)
+    except ValueError as exc:
+        err.print(f"--as-of must be an ISO timestamp: {exc}")
+        raise typer.Exit(2) from exc
+    if when is not None and when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    emb = None
+    if embedder == "hashing":
+        emb = HashingEmbedder()
+    elif embedder == "minilm":
+        from reflexmem.recall.embeddings import MiniLMEmbedder
+
+        emb = MiniLMEmbedder()
+    elif embedder != "none":
+        err.print("--embedder must be none, hashing or minilm")
+        raise typer.Exit(2)
+    engine = ready_engine(Settings())
+    try:
+        constraints = RecallConstraints(role=role, symbol=symbol, scenario=scenario, as_of=when)
+        with engine.connect() as conn:
+            result = recall(conn, constraints, query, k=k, embedder=emb)
+    except (RecallQueryError, ValueError) as exc:
+        err.print(f"[red]bad query:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    finally:
+        engine.dispose()
+    payload = {
+        "role": role,
+        "symbol": symbol,
+        "scenario": scenario,
+        "as_of": None if when is None else when.isoformat(),
+        "terms": list(result.terms),
+        "candidates": result.candidates,
+        "hits": [h.to_dict() for h in result.hits],
+    }
+    if as_json:
+        sys.stdout.write(json.dumps(payload) + "\n")
+        return
+    table = Table(title=f"recall for {role!r}: {query!r}")
+    for col in ("#", "kind", "tier", "id", "score", "text"):
+        table.add_column(col)
+    for i, h in enumerate(result.hits, 1):
+        table.add_row(str(i), h.kind, h.tier.value, h.id, f"{h.score:.3f}", h.text)
+    console.print(table)
+
+
+@bench_app.command("recall")
+def bench_recall_cmd(
+    cases: Annotated[int, typer.Option(help="Role cases in the generated store.")] = 100_000,
+    backend: Annotated[str, typer.Option(help="sqlite or postgres.")] = "sqlite",
+    queries: Annotated[int, typer.Option(help="Timed recalls.")] = 300,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Constrained recall latency over N role cases, against an unindexed scan."""
+    from infra.bench_recall import run_bench
+
+    if backend not in ("sqlite", "postgres"):
+        err.print("--backend must be sqlite or postgres")
+        raise typer.Exit(2)
+    result = run_bench(
+        Settings(), cases=cases, backend=backend, queries=queries, progress=not as_json
+    )
+    if as_json:
+        sys.stdout.write(json.dumps(result) + "\n")
+    else:
+        console.print_json(json.dumps(result))
+
+
+@bench_app.command("memory")
+def bench_memory_cmd(
+    episodes: Annotated[int, typer.Option(help="Episodes to time.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Microseconds per episode: retrieval + ranking + bandit, 500 entries per tier."""
+    from reflexmem.memory.bench import bench_memory
+
+    result = bench_memory(episodes=episodes, seed=seed)
+    if as_json:
+        sys.stdout.write(json.dumps(result) + "\n")
+    else:
+        console.print_json(json.dumps(result))
+
+
+@bench_app.command("ael")
+def bench_ael_cmd(
+    prices: Annotated[
+        Path | None, typer.Option(help="Price panel (CSV/Parquet, wide or long); default D-full.")
+    ] = None,
+    seeds: Annotated[int, typer.Option(help="Seeds 0..N-1 for the seeded methods.")] = 5,
+    methods: Annotated[
+        list[str] | None,
+        typer.Option(help="Methods, comma-separated or repeated; default all registered."),
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the rows here.")] = None,
+    plots: Annotated[Path | None, typer.Option(help="Write PNG plots into this folder.")] = None,
+    train_end: Annotated[
+        str | None, typer.Option(help="Last train date YYYY-MM-DD (with --val-end).")
+    ] = None,
+    val_end: Annotated[str | None, typer.Option(help="Last validation date YYYY-MM-DD.")] = None,
+    bars_per_year: Annotated[float, typer.Option(help="Annualisation (bars per year).")] = 1008,
+    no_mlflow: Annotated[bool, typer.Option("--no-mlflow", help="Skip MLflow lineage.")] = False,
+) -> None:
+    """AEL Table 2: baselines and learning agents over seeds, splits and cost levels."""
+    from datetime import date
+
+    from infra.bench_ael import parse_methods, run_command
+
+    try:
+        chosen = parse_methods(methods)
+        result = run_command(
+            prices=prices,
+            seeds=seeds,
+            methods=chosen,
+            json_out=json_out,
+            plots_dir=plots,
+            train_end=None if train_end is None else date.fromisoformat(train_end),
+            val_end=None if val_end is None else date.fromisoformat(val_end),
+            bars_per_year=bars_per_year,
+            tracking_uri=None if no_mlflow else Settings().resolved_tracking_uri,
+            console=console,
+        )
+    except ValueError as exc:
+        err.print(f"[red]bench ael:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    del result
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

@@ -70,6 +70,10 @@ def run_demo(settings: Settings, *, rows: int, console: Console) -> None:
     result = run_admission(engine, settings)
     console.print(admission_table(result))
     assert result.rows_in == result.admitted + result.pending + result.quarantined
+    from infra.demo_recall import demo_recall
+
+    console.rule("5. recall (active mode) and its absence in shadow mode")
+    demo_recall(settings, engine, console)
     console.print(f"store: {settings.resolved_database_url}")
     console.print("check it with: [bold]uv run reflexmem doctor[/bold]")
     engine.dispose()

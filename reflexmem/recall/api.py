@@ -1,0 +1,298 @@
+"""`recall()`: constrained candidates from SQL, then hybrid score, then tier ranking.
+
+1. The database returns the cases that satisfy every constraint (`constraints`),
+   ordered by full-text score (`fts`), at most `pool` of them; with an embedder, the
+   most recent constrained cases are added so that a paraphrase without shared words
+   can still be found.
+2. Each candidate gets f_match = w * text + (1 - w) * max(cosine, 0), with text the
+   full-text score divided by the pool's best (1 for a query without terms).
+3. The SPEC 5 formula `rank_scores` orders cases (episodic tier, age in days before
+   `as_of`/now, quality 1) together with the role namespace's *active* semantic and
+   procedural memory entries (age in namespace episodes); candidates never appear.
+
+Every returned case is re-checked against the constraints in Python
+(`constraints.violations`); a violating row would be dropped, never returned.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import numpy as np
+import sqlalchemy as sa
+
+from reflexmem.memory.entries import TIER_BOOST, EntryState, MemoryEntry, Tier
+from reflexmem.memory.ranking import TokenOverlapMatcher, rank_scores
+from reflexmem.recall.constraints import RecallConstraints, _aware, violations
+from reflexmem.recall.embeddings import Embedder, make_vector_index
+from reflexmem.recall.fts import candidate_query, sqlite_text_scores
+from reflexmem.recall.query import query_terms
+
+log = logging.getLogger(__name__)
+
+DEFAULT_K = 5
+DEFAULT_TEXT_WEIGHT = 0.5
+CASE_QUALITY = 1.0
+SECONDS_PER_AGE_UNIT = 86_400.0
+"""Role cases age in days: a role's decisions are its episodes, roughly one a day."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecallHit:
+    """One recalled item: a role case (episodic) or an active memory entry."""
+
+    kind: Literal["case", "memory"]
+    id: str
+    tier: Tier
+    text: str
+    role: str
+    symbol: str | None
+    scenario: str | None
+    outcome_class: str | None
+    decided_at: datetime | None
+    score: float
+    match: float
+    text_score: float
+    vector_score: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (the CLI prints it)."""
+        return {
+            "kind": self.kind,
+            "id": self.id,
+            "tier": self.tier.value,
+            "text": self.text,
+            "role": self.role,
+            "symbol": self.symbol,
+            "scenario": self.scenario,
+            "outcome_class": self.outcome_class,
+            "decided_at": None if self.decided_at is None else self.decided_at.isoformat(),
+            "score": round(self.score, 6),
+            "match": round(self.match, 6),
+            "text_score": round(self.text_score, 6),
+            "vector_score": None if self.vector_score is None else round(self.vector_score, 6),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RecallResult:
+    """What one recall returned, and from how many constrained candidates."""
+
+    constraints: RecallConstraints
+    query: str
+    terms: tuple[str, ...]
+    hits: tuple[RecallHit, ...]
+    candidates: int
+    backend: str
+    vector_backend: str | None = None
+
+    @property
+    def case_ids(self) -> tuple[str, ...]:
+        """Ids of the recalled role cases, best first."""
+        return tuple(h.id for h in self.hits if h.kind == "case")
+
+
+def _match(
+    text: Sequence[float | None], vec: Sequence[float | None], has_terms: bool, weight: float
+) -> np.ndarray[Any, np.dtype[np.float64]]:
+    raw = np.asarray([0.0 if t is None else max(float(t), 0.0) for t in text])
+    if has_terms:
+        best = float(raw.max()) if raw.size else 0.0
+        text_part = raw / best if best > 0 else raw
+    else:
+        text_part = np.ones(len(raw))
+    if all(v is None for v in vec):
+        return np.asarray(text_part, dtype=np.float64)
+    vec_part = np.asarray([0.0 if v is None else max(float(v), 0.0) for v in vec])
+    return np.asarray(weight * text_part + (1.0 - weight) * vec_part, dtype=np.float64)
+
+
+def _memory_entries(conn: sa.Connection, c: RecallConstraints) -> tuple[list[MemoryEntry], int]:
+    from reflexmem.ledger.memory_models import MemoryEntryRow, MemoryNamespace
+    from reflexmem.memory.persist import entry_from_row, role_namespace
+
+    ns = role_namespace(c.role)
+    t = MemoryEntryRow.__table__
+    stmt = sa.select(t).where(t.c.namespace == ns, t.c.state == EntryState.ACTIVE.value)
+    if c.as_of is not None:
+        stmt = stmt.where(t.c.created_at <= c.as_of)
+    entries = [entry_from_row(r) for r in conn.execute(stmt).mappings()]
+    wanted = set()
+    if c.symbol is not None:
+        wanted.add(f"symbol:{c.symbol}")
+    if c.scenario is not None:
+        wanted.add(f"scenario:{c.scenario}")
+    entries = [
+        e
+        for e in entries
+        if e.state is EntryState.ACTIVE and e.namespace == ns and wanted <= set(e.tags)
+    ]
+    n = MemoryNamespace.__table__
+    clock = conn.execute(sa.select(n.c.clock).where(n.c.namespace == ns)).scalar()
+    return entries, int(clock or 0)
+
+
+def recall(
+    conn: sa.Connection,
+    constraints: RecallConstraints,
+    query: str,
+    *,
+    k: int = DEFAULT_K,
+    embedder: Embedder | None = None,
+    text_weight: float = DEFAULT_TEXT_WEIGHT,
+    pool: int | None = None,
+    include_memory: bool = True,
+    now: datetime | None = None,
+) -> RecallResult:
+    """Recall up to `k` items for `query` under `constraints` (see the module doc)."""
+    if k < 0:
+        raise ValueError("k must be >= 0")
+    if not 0.0 <= text_weight <= 1.0:
+        raise ValueError("text_weight must be in [0, 1]")
+    terms = query_terms(query)
+    dialect = conn.dialect.name
+    size = pool if pool is not None else max(50, 5 * k)
+    rows: dict[str, Any] = {}
+    fetched = list(conn.execute(candidate_query(dialect, constraints, terms, size)).mappings())
+    if dialect == "sqlite" and terms:
+        scores = sqlite_text_scores(fetched, terms)
+        best = sorted(range(len(fetched)), key=lambda i: -scores[i])[:size]
+        for i in best:
+            rows[str(fetched[i]["case_id"])] = {**fetched[i], "text_score": scores[i]}
+    else:
+        for row in fetched:
+            rows[str(row["case_id"])] = row
+    vector_backend = None
+    vec_scores: dict[str, float] = {}
+    qvec = None
+    if embedder is not None:
+        if terms:
+            for row in conn.execute(candidate_query(dialect, constraints, (), size)).mappings():
+                rows.setdefault(str(row["case_id"]), row)
+        index = make_vector_index(conn, embedder)
+        vector_backend = type(index).__name__
+        qvec = embedder.embed([query])[0]
+        vec_scores = index.scores(conn, list(rows), qvec)
+    kept: list[Any] = []
+    for cid, row in rows.items():
+        bad = violations(row, constraints)
+        if bad:  # pragma: no cover - the SQL filters make this unreachable
+            log.error("recall dropped case %s violating %s", cid, bad)
+            continue
+        kept.append(row)
+    reference = constraints.as_of or now or datetime.now(UTC)
+    case_match = _match(
+        [r["text_score"] for r in kept],
+        [vec_scores.get(str(r["case_id"])) if embedder else None for r in kept],
+        bool(terms),
+        text_weight,
+    )
+    ages = np.asarray(
+        [
+            max((reference - _aware(r["decided_at"])).total_seconds(), 0.0) / SECONDS_PER_AGE_UNIT
+            for r in kept
+        ]
+    )
+    n = len(kept)
+    case_scores = rank_scores(
+        case_match, np.full(n, CASE_QUALITY), ages, np.full(n, TIER_BOOST[Tier.EPISODIC])
+    )
+    hits: list[tuple[float, float, Any]] = [
+        (float(case_scores[i]), _aware(r["decided_at"]).timestamp(), (i, r))
+        for i, r in enumerate(kept)
+    ]
+    if include_memory:
+        hits += _memory_hits(conn, constraints, query, terms, embedder, qvec, text_weight)
+
+    def key(h: tuple[float, float, Any]) -> tuple[float, float, str]:
+        item = h[2]
+        ident = item.id if isinstance(item, RecallHit) else str(item[1]["case_id"])
+        return (-h[0], -h[1], ident)
+
+    ordered = sorted((h for h in hits if h[0] > 0), key=key)[:k]
+    out: list[RecallHit] = []
+    for score, _, item in ordered:
+        if isinstance(item, RecallHit):
+            out.append(item)
+            continue
+        i, r = item
+        cid = str(r["case_id"])
+        out.append(
+            RecallHit(
+                kind="case",
+                id=cid,
+                tier=Tier.EPISODIC,
+                text=str(r["lesson"]),
+                role=str(r["role_id"]),
+                symbol=r["symbol"],
+                scenario=r["scenario"],
+                outcome_class=r["outcome_class"],
+                decided_at=_aware(r["decided_at"]),
+                score=score,
+                match=float(case_match[i]),
+                text_score=0.0 if r["text_score"] is None else float(r["text_score"]),
+                vector_score=vec_scores.get(cid) if embedder else None,
+            )
+        )
+    return RecallResult(
+        constraints=constraints,
+        query=query,
+        terms=terms,
+        hits=tuple(out),
+        candidates=len(kept),
+        backend=dialect,
+        vector_backend=vector_backend,
+    )
+
+
+def _memory_hits(
+    conn: sa.Connection,
+    c: RecallConstraints,
+    query: str,
+    terms: tuple[str, ...],
+    embedder: Embedder | None,
+    qvec: Any,
+    weight: float,
+) -> list[tuple[float, float, Any]]:
+    entries, clock = _memory_entries(conn, c)
+    if not entries:
+        return []
+    text = TokenOverlapMatcher()(" ".join(terms), entries) if terms else np.ones(len(entries))
+    if embedder is not None and qvec is not None:
+        vec = embedder.embed([e.text for e in entries]) @ np.asarray(qvec, dtype=np.float32)
+        match = weight * text + (1.0 - weight) * np.maximum(vec.astype(np.float64), 0.0)
+    else:
+        vec = None
+        match = np.asarray(text, dtype=np.float64)
+    quality = np.asarray([e.quality for e in entries])
+    age = np.asarray([max(clock - e.created_episode, 0) for e in entries], dtype=np.float64)
+    boost = np.asarray([TIER_BOOST[e.tier] for e in entries])
+    scores = rank_scores(match, quality, age, boost)
+    res: list[tuple[float, float, Any]] = []
+    for i, e in enumerate(entries):
+        res.append(
+            (
+                float(scores[i]),
+                float(e.created_episode),
+                RecallHit(
+                    kind="memory",
+                    id=e.id,
+                    tier=e.tier,
+                    text=e.text,
+                    role=c.role,
+                    symbol=c.symbol,
+                    scenario=c.scenario,
+                    outcome_class=None,
+                    decided_at=None,
+                    score=float(scores[i]),
+                    match=float(match[i]),
+                    text_score=float(text[i]),
+                    vector_score=None if vec is None else float(vec[i]),
+                ),
+            )
+        )
+    return res

@@ -1,0 +1,170 @@
+"""Recall eligibility as SQL: what may be recalled, decided before anything is ranked.
+
+Only reflected, learnable, non-quarantined manual cases of exactly the asked role, with
+the symbol and scenario when given, and nothing recorded after `as_of`. Every rule is
+a SQL predicate (`case_filters`) that the database applies before ranking, and
+`violations` re-states the same rules in Python so recall can prove, per hit, that
+ranking relaxed none of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import sqlalchemy as sa
+
+from reflexmem.ledger.enums import CaseState, Origin, OutcomeClass, SubjectKind
+from reflexmem.ledger.memory_models import CaseReflection
+from reflexmem.ledger.models import Quarantine, RoleCase, TradeExecution
+from reflexmem.settings import MemoryMode
+
+LEARNABLE_CLASSES = (OutcomeClass.LOGIC_ERROR.value, OutcomeClass.MISSING_DATA.value)
+MANUAL_ORIGINS = (Origin.MANUAL_AGENT.value, Origin.MANUAL_EXTERNAL.value)
+
+
+class RecallUnavailable(RuntimeError):
+    """Recall was asked for outside `active` mode (SPEC 4.6: shadow has no recall)."""
+
+
+def require_active(mode: MemoryMode) -> None:
+    """Raise :class:`RecallUnavailable` unless the frozen runtime mode is `active`."""
+    if mode is not MemoryMode.ACTIVE:
+        raise RecallUnavailable(
+            f"recall is not available in {mode.value!s} mode: role cases are recorded "
+            "and evaluated, but no prompt may retrieve them (set ROLE_MEMORY_MODE=active "
+            "and restart)"
+        )
+
+
+def _utc(value: datetime) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"as_of must be timezone-aware, got {value.isoformat()}")
+    return value.astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class RecallConstraints:
+    """The hard filters of one recall; `role` is required and matched exactly."""
+
+    role: str
+    symbol: str | None = None
+    scenario: str | None = None
+    as_of: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if not self.role:
+            raise ValueError("recall needs a role")
+        if self.as_of is not None:
+            object.__setattr__(self, "as_of", _utc(self.as_of))
+
+
+rc = cast(sa.Table, RoleCase.__table__)
+te = cast(sa.Table, TradeExecution.__table__)
+cr = cast(sa.Table, CaseReflection.__table__)
+qt = cast(sa.Table, Quarantine.__table__)
+
+
+def case_filters(c: RecallConstraints, *, indexed: bool = True) -> list[sa.ColumnElement[bool]]:
+    """Every eligibility rule as a predicate over role_cases, executions, reflections.
+
+    ``indexed=False`` writes the column tests as ``role_id || '' = :role`` etc., which no
+    index can serve: the benchmark's scan baseline (same rules, no recall index).
+    """
+
+    def col(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
+        if indexed:
+            return column
+        return sa.type_coerce(column, sa.String).concat(sa.literal("", type_=sa.String))
+
+    preds: list[sa.ColumnElement[bool]] = [
+        col(rc.c.role_id) == c.role,
+        col(rc.c.state) == CaseState.REFLECTED.value,
+        rc.c.outcome_class.in_(LEARNABLE_CLASSES),
+        rc.c.lesson.is_not(None),
+        sa.func.length(sa.func.trim(rc.c.lesson)) > 0,
+        sa.or_(
+            te.c.origin == Origin.MANUAL_AGENT.value,
+            sa.and_(te.c.origin == Origin.MANUAL_EXTERNAL.value, te.c.origin_verified),
+        ),
+        ~sa.exists().where(qt.c.decision_id == rc.c.decision_id),
+        ~sa.exists().where(
+            qt.c.subject_kind == SubjectKind.EXECUTION.value,
+            qt.c.subject_id == rc.c.execution_id,
+        ),
+    ]
+    if c.symbol is not None:
+        preds.append(col(rc.c.symbol) == c.symbol)
+    if c.scenario is not None:
+        preds.append(col(rc.c.scenario) == c.scenario)
+    if c.as_of is not None:
+        preds += [
+            rc.c.decided_at <= c.as_of,
+            rc.c.admitted_at <= c.as_of,
+            cr.c.reflected_at <= c.as_of,
+        ]
+    return preds
+
+
+def case_joins(base: sa.FromClause) -> sa.FromClause:
+    """Join the execution (origin) and the reflection stamp (as-of) onto role_cases."""
+    return base.join(te, te.c.execution_id == rc.c.execution_id).join(
+        cr, cr.c.case_id == rc.c.case_id
+    )
+
+
+CASE_COLUMNS = (
+    rc.c.case_id,
+    rc.c.decision_id,
+    rc.c.execution_id,
+    rc.c.role_id,
+    rc.c.symbol,
+    rc.c.scenario,
+    rc.c.state,
+    rc.c.outcome_class,
+    rc.c.decision_text,
+    rc.c.lesson,
+    rc.c.decided_at,
+    rc.c.admitted_at,
+    cr.c.reflected_at,
+    te.c.origin,
+    te.c.origin_verified,
+)
+
+
+def _aware(value: Any) -> datetime:
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if not isinstance(value, datetime):
+        raise TypeError(f"expected a timestamp, got {value!r}")
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def violations(row: Any, c: RecallConstraints) -> list[str]:
+    """The rules a fetched case row breaks (quarantine is checked by SQL only)."""
+    bad: list[str] = []
+    if row["role_id"] != c.role:
+        bad.append("role")
+    if row["state"] != CaseState.REFLECTED.value:
+        bad.append("state")
+    if row["outcome_class"] not in LEARNABLE_CLASSES:
+        bad.append("outcome_class")
+    if not (row["lesson"] or "").strip():
+        bad.append("lesson")
+    origin = row["origin"]
+    if not (
+        origin == Origin.MANUAL_AGENT.value
+        or (origin == Origin.MANUAL_EXTERNAL.value and bool(row["origin_verified"]))
+    ):
+        bad.append("origin")
+    if c.symbol is not None and row["symbol"] != c.symbol:
+        bad.append("symbol")
+    if c.scenario is not None and row["scenario"] != c.scenario:
+        bad.append("scenario")
+    if c.as_of is not None:
+        as_of = c.as_of
+        bad += [
+            col for col in ("decided_at", "admitted_at", "reflected_at") if _aware(row[col]) > as_of
+        ]
+    return bad

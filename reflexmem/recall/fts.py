@@ -1,0 +1,181 @@
+"""Full-text candidate queries per backend, and the unindexed scan they are compared to.
+
+SQLite: the contentless FTS5 table `role_cases_fts` (migration 0002). Its `facets`
+column holds one token per (role, state[, symbol][, scenario]) combination, so the
+MATCH intersects the posting list of exactly the constrained slice with the query
+terms instead of visiting every case that mentions a common word; the facet column has
+no weight, so it only narrows, never scores. The matches are scored in Python by
+IDF-weighted coverage over the matched batch (`sqlite_text_scores`), because FTS5's
+bm25 computes its document frequencies by walking each term's entire posting list.
+PostgreSQL: the stored `search` tsvector with its GIN index, ranked by `ts_rank_cd`,
+the B-tree filters chosen by the planner. On both, the full constraint predicates of
+`constraints.case_filters` are in the WHERE clause: the index narrows, SQL decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+
+from reflexmem.ledger.enums import CaseState
+from reflexmem.recall.constraints import (
+    CASE_COLUMNS,
+    RecallConstraints,
+    case_filters,
+    case_joins,
+    rc,
+)
+from reflexmem.recall.query import fts5_terms, tsquery_terms
+
+FTS_TABLE = "role_cases_fts"
+SQLITE_MATCH_CAP = 1000
+"""SQLite: at most this many constrained matches (the newest) are text-scored."""
+LESSON_WEIGHT = 1.0
+CONTEXT_WEIGHT = 0.5
+PG_CONFIG = "english"
+
+_US = "\x1f"
+
+
+def facet_token(
+    role: str, state: str, symbol: str | None = None, scenario: str | None = None
+) -> str:
+    """The FTS5 facet token of a slice; must equal the SQL expression of migration 0002."""
+    parts = [role, state]
+    if symbol is not None:
+        parts += ["s", symbol]
+    if scenario is not None:
+        parts += ["c", scenario]
+    return "f" + _US.join(parts).encode("utf-8").hex()
+
+
+def sqlite_match(c: RecallConstraints, terms: Sequence[str]) -> str:
+    """FTS5 MATCH text: the slice's facet AND any of the terms (all quoted)."""
+    facet = facet_token(c.role, CaseState.REFLECTED.value, c.symbol, c.scenario)
+    expr = f'facets : "{facet}"'
+    if terms:
+        expr += f" AND ({fts5_terms(tuple(terms))})"
+    return expr
+
+
+def _base_select(extra: Sequence[sa.ColumnElement[Any]], source: sa.FromClause) -> sa.Select[Any]:
+    return sa.select(*CASE_COLUMNS, *extra).select_from(case_joins(source))
+
+
+def candidate_query(
+    dialect: str, c: RecallConstraints, terms: Sequence[str], limit: int
+) -> sa.Select[Any]:
+    """Constrained cases ordered by text score (recency when there are no terms)."""
+    filters = case_filters(c)
+    if dialect == "sqlite":
+        # No bm25 here: its document frequencies come from walking each term's whole
+        # posting list (tens of ms for a word in most cases). FTS5 matches the slice;
+        # `sqlite_text_scores` scores the (at most SQLITE_MATCH_CAP newest) matches.
+        fts = sa.table(FTS_TABLE, sa.column("rowid"))
+        rowid: sa.ColumnElement[Any] = sa.literal_column("role_cases.rowid")
+        stmt = _base_select(
+            [sa.literal(None).label("text_score")], fts.join(rc, rowid == fts.c.rowid)
+        ).where(
+            sa.literal_column(FTS_TABLE).op("MATCH")(
+                sa.bindparam("fts_match", sqlite_match(c, terms))
+            ),
+            *filters,
+        )
+        cap = max(limit, SQLITE_MATCH_CAP) if terms else limit
+        return stmt.order_by(fts.c.rowid.desc()).limit(cap)
+    elif terms:
+        tsq = sa.func.to_tsquery(
+            sa.literal_column(f"'{PG_CONFIG}'::regconfig"),
+            sa.bindparam("tsq", tsquery_terms(tuple(terms))),
+        )
+        search: sa.ColumnElement[Any] = sa.literal_column("role_cases.search")
+        score = sa.func.ts_rank_cd(search, tsq).label("text_score")
+        stmt = _base_select([score], rc).where(search.op("@@")(tsq), *filters)
+    else:
+        stmt = _base_select([sa.literal(None).label("text_score")], rc).where(*filters)
+    order: list[Any] = [sa.literal_column("text_score").desc()] if terms else []
+    return stmt.order_by(*order, rc.c.decided_at.desc(), rc.c.case_id).limit(limit)
+
+
+def scan_query(
+    dialect: str, c: RecallConstraints, terms: Sequence[str], limit: int
+) -> sa.Select[Any]:
+    """The same recall answered without the recall indexes: a scan of role_cases.
+
+    Used by the benchmark as the baseline. The text score is the number of query terms
+    found as substrings (SQLite) or the same ts_rank_cd computed on every row (PG).
+    """
+    filters = case_filters(c, indexed=False)
+    if dialect == "sqlite":
+        blob = sa.func.lower(
+            rc.c.decision_text + " " + sa.func.coalesce(rc.c.lesson, "") + " " + rc.c.symbol
+        )
+        hits = [sa.case((sa.func.instr(blob, t) > 0, 1), else_=0) for t in terms]
+        if hits:
+            score: sa.ColumnElement[Any] = sum(hits[1:], hits[0])
+            stmt = _base_select([score.label("text_score")], rc).where(*filters, score > 0)
+        else:
+            stmt = _base_select([sa.literal(None).label("text_score")], rc).where(*filters)
+    elif terms:
+        tsq = sa.func.to_tsquery(
+            sa.literal_column(f"'{PG_CONFIG}'::regconfig"),
+            sa.bindparam("tsq", tsquery_terms(tuple(terms))),
+        )
+        # A tsvector concatenation defeats the GIN index, `role_id || ''` the B-trees.
+        search: sa.ColumnElement[Any] = sa.literal_column("(role_cases.search || ''::tsvector)")
+        stmt = _base_select([sa.func.ts_rank_cd(search, tsq).label("text_score")], rc).where(
+            search.op("@@")(tsq), *filters
+        )
+    else:
+        stmt = _base_select([sa.literal(None).label("text_score")], rc).where(*filters)
+    order: list[Any] = [sa.literal_column("text_score").desc()] if terms else []
+    return stmt.order_by(*order, rc.c.decided_at.desc(), rc.c.case_id).limit(limit)
+
+
+def rebuild_sqlite_fts(conn: sa.Connection) -> int:
+    """Re-index every role case (after a VACUUM, which may renumber rowids)."""
+    conn.exec_driver_sql(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('delete-all')")
+    us = "char(31)"
+    base = f"role_id || {us} || state"
+    sym = f"{base} || {us} || 's' || {us} || symbol"
+    scen = f"{us} || 'c' || {us} || scenario"
+    facets = (
+        f"'f' || hex({base}) || ' f' || hex({sym}) || CASE WHEN scenario IS NULL THEN '' "
+        f"ELSE ' f' || hex({base} || {scen}) || ' f' || hex({sym} || {scen}) END"
+    )
+    result = conn.exec_driver_sql(
+        f"INSERT INTO {FTS_TABLE}(rowid, decision_text, lesson, symbol, scenario, facets) "
+        f"SELECT rowid, decision_text, lesson, symbol, scenario, {facets} FROM role_cases"
+    )
+    return int(result.rowcount or 0)
+
+
+def sqlite_text_scores(rows: Sequence[Any], terms: Sequence[str]) -> list[float]:
+    """IDF-weighted query coverage of each row (lesson hits 1, other text 0.5).
+
+    idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)) over the N matched rows, as in
+    `reflexmem.memory.ranking.TokenOverlapMatcher`; the result is in [0, 1].
+    """
+    from reflexmem.memory.ranking import tokenize
+
+    wanted = list(dict.fromkeys(terms))
+    if not rows or not wanted:
+        return [0.0] * len(rows)
+    index = {t: i for i, t in enumerate(wanted)}
+    n = len(rows)
+    weights = np.zeros((n, len(wanted)))
+    for r, row in enumerate(rows):
+        for tok in tokenize(f"{row['decision_text']} {row['symbol']} {row['scenario'] or ''}"):
+            j = index.get(tok)
+            if j is not None:
+                weights[r, j] = CONTEXT_WEIGHT
+        for tok in tokenize(row["lesson"] or ""):
+            j = index.get(tok)
+            if j is not None:
+                weights[r, j] = LESSON_WEIGHT
+    df = (weights > 0).sum(axis=0).astype(np.float64)
+    idf = np.log1p((n - df + 0.5) / (df + 0.5))
+    return [float(x) for x in (weights @ idf) / idf.sum()]

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from infra import migrate
+from infra.db import make_engine
+from reflexmem.memory.persist import MemoryLedger
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_distillation_flow_distils_due_namespaces_and_publishes_artifacts(tmp_path: Path) -> None:
+    from prefect.client.orchestration import get_client
+
+    from flows.distillation import distillation, record_episodes
+
+    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    eps = [
+        {
+            "text": f"ep {i}",
+            "outcome": 0.6,
+            "quality": 0.9,
+            "tags": ["momentum"],
+            "policy": "compressed",
+        }
+        for i in range(20)
+    ]
+    summary = record_episodes("agent-1", "role:r1", eps, database_url=url)
+    assert summary["bandit_updates"] == {"compressed": 5}  # 15 warm-up episodes
+    rows = distillation(database_url=url)
+    assert [r["window"] for r in rows] == ["role:r1:episodes:10-20"]
+    assert rows[0]["semantic_written"] == 1
+    assert rows[0]["promoted_candidates"] == 1
+    assert distillation(database_url=url) == []  # nothing new: idempotent
+    store = MemoryLedger(engine).store
+    assert len(store.entries("role:r1")) == 20 + 2
+
+    import anyio
+
+    async def artifacts() -> list[str]:
+        async with get_client() as client:
+            found = await client.read_artifacts()
+            return [a.key for a in found if a.key]
+
+    keys = anyio.run(artifacts)
+    assert "memory-distillation" in keys
+    assert "memory-episodes" in keys
+    engine.dispose()
