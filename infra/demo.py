@@ -74,6 +74,23 @@ def run_demo(settings: Settings, *, rows: int, console: Console) -> None:
 
     console.rule("5. recall (active mode) and its absence in shadow mode")
     demo_recall(settings, engine, console)
+    console.rule("6. AEL benchmark on D-full, one seed (the full table: reflexmem bench ael)")
+    from infra.bench_ael import run_command
+
+    out = settings.home / "ael"
+    run_command(
+        prices=None,
+        seeds=1,
+        methods=None,
+        json_out=out / "ael.json",
+        plots_dir=out / "plots",
+        train_end=None,
+        val_end=None,
+        bars_per_year=1008,
+        tracking_uri=settings.resolved_tracking_uri,
+        console=console,
+    )
+    console.print(f"plots: {(out / 'plots').resolve()}")
     console.print(f"store: {settings.resolved_database_url}")
     console.print("check it with: [bold]uv run reflexmem doctor[/bold]")
     engine.dispose()

@@ -1,0 +1,155 @@
+"""MLflow lineage of an AEL benchmark run: one parent run, nested runs per method x seed.
+
+The parent run carries the invocation (seeds, methods, splits, cost levels), the
+price panel as a dataset input (context `prices`, so a result can be traced to
+the exact bars it was computed on), the timing and tuning summaries and the
+plots. Each (method, seed) gets a nested run with its parameters, every metric
+as `<split>_<metric>_<cost>bp`, and for learning methods the posteriors, the
+memory snapshot and a posterior-means plot.
+
+MLflow is imported inside the functions (the CLI's `--help` stays fast), and the
+tracking URI is always passed in: nothing here reads the environment. MLflow's
+file store is deprecated, so callers pass `sqlite:///` URIs; the SQLAlchemy 2.1
+deprecation warnings MLflow's store triggers are filtered while logging.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from reflexmem.ael.panel import PricePanel
+from reflexmem.ael.run import BenchmarkResult
+from reflexmem.ael.table import METRIC_KEYS
+
+EXPERIMENT = "ael-benchmark"
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=FutureWarning, module="mlflow")
+        warnings.filterwarnings("ignore", message=".*SQLAlchemy.*")
+        # A local path matches two equivalent local-artifact source types; either is right.
+        warnings.filterwarnings("ignore", message=".*dataset source can be interpreted.*")
+        yield
+
+
+def panel_frame(panel: PricePanel) -> Any:
+    """The panel as a pandas frame (timestamp + one close column per ticker)."""
+    import pandas as pd
+
+    frame = pd.DataFrame(panel.closes, columns=list(panel.tickers))
+    frame.insert(0, "timestamp", pd.to_datetime(panel.timestamps).tz_localize("UTC"))
+    return frame
+
+
+def metric_name(split: str, metric: str, cost_bp: float) -> str:
+    """MLflow metric key, e.g. `test_sharpe_0bp`."""
+    return f"{split}_{metric}_{cost_bp:g}bp"
+
+
+def _row_metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for row in rows:
+        for key in METRIC_KEYS:
+            value = row[key]
+            if isinstance(value, float) and math.isfinite(value):
+                out[metric_name(row["split"], key, row["cost_bp"])] = value
+        out[f"{row['split']}_n_returns"] = float(row["n_returns"])
+        out[f"{row['split']}_seconds"] = float(row["timing"]["seconds"])
+    return out
+
+
+def log_benchmark(
+    result: BenchmarkResult,
+    panel: PricePanel,
+    *,
+    tracking_uri: str,
+    source: str,
+    experiment: str = EXPERIMENT,
+    plots_dir: Path | None = None,
+    run_name: str | None = None,
+) -> str:
+    """Log one invocation; return the parent run id.
+
+    The global tracking URI is restored afterwards, so logging here does not
+    redirect whatever else in the process uses MLflow.
+    """
+    with _quiet():
+        import mlflow
+
+        from reflexmem.ael.learning_plots import plot_run_posteriors
+
+        previous = mlflow.get_tracking_uri()
+        mlflow.set_tracking_uri(tracking_uri)
+        try:
+            mlflow.set_experiment(experiment)
+            with mlflow.start_run(run_name=run_name or "ael-bench") as parent:
+                splits = result.splits
+                params: dict[str, Any] = {
+                    "methods": ",".join(result.methods),
+                    "seeds": ",".join(str(s) for s in result.seeds),
+                    "cost_bps": ",".join(f"{c:g}" for c in result.cost_bps),
+                    "n_bars": panel.n_bars,
+                    "tickers": ",".join(panel.tickers),
+                    "prices_source": source,
+                }
+                if splits is not None:
+                    for split in splits:
+                        params[f"split_{split.name}"] = f"{split.start}:{split.stop}"
+                mlflow.log_params(params)
+                dataset = mlflow.data.from_pandas(  # type: ignore[attr-defined]
+                    panel_frame(panel), source=source, name="prices"
+                )
+                mlflow.log_input(dataset, context="prices")
+                mlflow.log_metric("total_seconds", float(result.timing["total_seconds"]))
+                mlflow.log_dict(result.timing, "timing.json")
+                mlflow.log_dict(result.hyperparameters(), "hyperparameters.json")
+                mlflow.log_dict(result.refusals(), "refusals.json")
+                if plots_dir is not None and plots_dir.is_dir():
+                    mlflow.log_artifacts(str(plots_dir), artifact_path="plots")
+                _log_children(result, plot_run_posteriors)
+                return str(parent.info.run_id)
+        finally:
+            mlflow.set_tracking_uri(previous)
+
+
+def _log_children(result: BenchmarkResult, plot_run_posteriors: Any) -> None:
+    import mlflow
+
+    groups: dict[tuple[str, int | None], list[dict[str, Any]]] = {}
+    for row in result.rows:
+        groups.setdefault((row["method"], row["seed"]), []).append(row)
+    records = {(r.method, r.seed): r for r in result.runs}
+    with tempfile.TemporaryDirectory() as tmp:
+        for (method, seed), rows in groups.items():
+            label = method if seed is None else f"{method}-seed{seed}"
+            with mlflow.start_run(run_name=label, nested=True):
+                params: dict[str, Any] = {
+                    "method": method,
+                    "seed": "none" if seed is None else seed,
+                }
+                record = records.get((method, seed)) if seed is not None else None
+                if record is not None:
+                    params["tilt"] = record.tilt
+                mlflow.log_params(params)
+                mlflow.log_metrics(_row_metrics(rows))
+                if record is None:
+                    continue
+                mlflow.log_metrics({f"overhead_{k}_us": v for k, v in record.overhead_us.items()})
+                mlflow.log_dict(record.posteriors(), "posteriors.json")
+                mlflow.log_dict(record.learned_state, "memory_snapshot.json")
+                mlflow.log_dict(
+                    {"reflections": record.reflections, "frozen_checks": record.frozen_checks},
+                    "reflections.json",
+                )
+                if len(record.arms) > 1:
+                    png = plot_run_posteriors(record, Path(tmp) / f"{label}-posteriors.png")
+                    mlflow.log_artifact(str(png), artifact_path="plots")

@@ -1,0 +1,164 @@
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from reflexmem.ael.learning import LEARNING_METHODS
+from reflexmem.ael.panel import PricePanel
+from reflexmem.ael.run import run_benchmark
+
+METHODS = ["equal_weight", "momentum", "tools", "memory", "ael"]
+
+
+def test_mlflow_lineage_has_a_parent_with_the_prices_and_nested_runs_per_method_and_seed(
+    mlflow_uri: str, synthetic: PricePanel, synthetic_csv: Path, tmp_path: Path
+) -> None:
+    from infra.tracking_ael import log_benchmark
+    from reflexmem.ael.learning_plots import write_plots
+
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    import mlflow
+
+    result = run_benchmark(synthetic, seeds=[0, 1], methods=METHODS)
+    plots = tmp_path / "plots"
+    write_plots(result, plots)
+    parent_id = log_benchmark(
+        result, synthetic, tracking_uri=mlflow_uri, source=str(synthetic_csv), plots_dir=plots
+    )
+    client = mlflow.MlflowClient(tracking_uri=mlflow_uri)
+    parent = client.get_run(parent_id)
+    (dataset_input,) = parent.inputs.dataset_inputs
+    assert dataset_input.dataset.name == "prices"
+    assert [t.value for t in dataset_input.tags if t.key == "mlflow.data.context"] == ["prices"]
+    assert parent.data.params["seeds"] == "0,1"
+    parent_artifacts = {a.path for a in client.list_artifacts(parent_id)}
+    assert {"timing.json", "hyperparameters.json", "plots"} <= parent_artifacts
+
+    children = client.search_runs(
+        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'"
+    )
+    by_name = {c.info.run_name: c for c in children}
+    expected = {"equal_weight", "momentum"} | {
+        f"{m}-seed{s}" for m in ("tools", "memory", "ael") for s in (0, 1)
+    }
+    assert set(by_name) == expected
+    ael = by_name["ael-seed1"]
+    assert ael.data.params["method"] == "ael"
+    assert ael.data.params["seed"] == "1"
+    assert "tilt" in ael.data.params
+    assert "test_sharpe_0bp" in ael.data.metrics
+    assert "val_return_pct_20bp" in ael.data.metrics
+    row = next(
+        r
+        for r in result.rows
+        if (r["method"], r["seed"], r["split"], r["cost_bp"]) == ("ael", 1, "test", 0.0)
+    )
+    assert ael.data.metrics["test_sharpe_0bp"] == pytest.approx(row["sharpe"])
+    names = {a.path for a in client.list_artifacts(ael.info.run_id)}
+    assert {"posteriors.json", "memory_snapshot.json", "plots"} <= names
+    snapshot = json.loads(
+        Path(
+            client.download_artifacts(ael.info.run_id, "memory_snapshot.json", str(tmp_path))
+        ).read_text()
+    )
+    assert snapshot["store"]["entries"]
+    assert snapshot["loop"]["bandit"]["arms"]
+    assert "test_sharpe_0bp" in by_name["momentum"].data.metrics
+
+
+def test_cli_writes_json_rows_and_png_plots(synthetic_csv: Path, tmp_path: Path) -> None:
+    from infra.cli import app
+
+    out = tmp_path / "out.json"
+    plots = tmp_path / "plots"
+    res = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "ael",
+            "--prices",
+            str(synthetic_csv),
+            "--seeds",
+            "1",
+            "--json",
+            str(out),
+            "--plots",
+            str(plots),
+            "--no-mlflow",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert "Table 2 (test split, 0 bp)" in res.output
+    assert "Table 2 (test split, 20 bp)" in res.output
+    assert "full table wall time" in res.output
+    doc = json.loads(out.read_text())
+    methods = {r["method"] for r in doc["rows"]}
+    assert methods >= {
+        "equal_weight",
+        "momentum",
+        "min_variance",
+        "inverse_momentum",
+        "stateless",
+        "tools",
+        *LEARNING_METHODS,
+    }
+    keys = {
+        "method",
+        "seed",
+        "split",
+        "cost_bp",
+        "sharpe",
+        "sortino",
+        "calmar",
+        "return_pct",
+        "max_dd_pct",
+        "win_rate",
+        "tail_ratio",
+        "n_returns",
+        "timing",
+    }
+    assert all(set(r) == keys for r in doc["rows"])
+    assert {r["seed"] for r in doc["rows"] if r["method"] == "ael"} == {0}
+    assert "total_seconds" in doc["timing"]
+    pngs = sorted(p.name for p in plots.glob("*.png"))
+    assert {"equity_test_0bp.png", "policy_frequencies.png", "posterior_means.png"} <= set(pngs)
+
+
+def test_cli_accepts_comma_separated_and_repeated_methods(
+    synthetic_csv: Path, tmp_path: Path
+) -> None:
+    from infra.cli import app
+
+    out = tmp_path / "out.json"
+    res = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "ael",
+            "--prices",
+            str(synthetic_csv),
+            "--seeds",
+            "1",
+            "--methods",
+            "momentum,tools",
+            "--methods",
+            "memory",
+            "--json",
+            str(out),
+            "--no-mlflow",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    assert {r["method"] for r in json.loads(out.read_text())["rows"]} == {
+        "momentum",
+        "tools",
+        "memory",
+    }
+    bad = CliRunner().invoke(
+        app, ["bench", "ael", "--prices", str(synthetic_csv), "--methods", "nope", "--no-mlflow"]
+    )
+    assert bad.exit_code == 2
