@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from reflexmem.memory.entries import FrozenError
+from reflexmem.memory.entries import Freezable
 
 PRIOR_ALPHA = 1.0
 PRIOR_BETA = 1.0
@@ -174,7 +174,7 @@ def as_generator(rng: np.random.Generator | int | None) -> np.random.Generator:
     return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
 
 
-class ThompsonBandit:
+class ThompsonBandit(Freezable):
     """A :class:`BanditState` with its random generator and a freeze switch.
 
     Selecting is allowed while frozen (a deployed agent still picks a policy from the
@@ -187,28 +187,12 @@ class ThompsonBandit:
         self._state = arms if isinstance(arms, BanditState) else BanditState.initial(arms)
         self._rng = as_generator(rng)
         self._frozen = False
+        self._frozen_name = "bandit"
 
     @property
     def state(self) -> BanditState:
         """The current posterior (immutable, safe to keep)."""
         return self._state
-
-    @property
-    def frozen(self) -> bool:
-        """Whether updates raise :class:`FrozenError`."""
-        return self._frozen
-
-    def freeze(self) -> None:
-        """Make the posterior read-only."""
-        self._frozen = True
-
-    def unfreeze(self) -> None:
-        """Allow updates again."""
-        self._frozen = False
-
-    def _guard(self, action: str) -> None:
-        if self._frozen:
-            raise FrozenError(f"bandit is frozen: {action} refused")
 
     def select(self) -> str:
         """Draw from every posterior and return the arm with the highest draw."""

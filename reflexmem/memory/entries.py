@@ -23,6 +23,34 @@ class FrozenError(RuntimeError):
     """
 
 
+class Freezable:
+    """The read-only switch of the store, the ledger store and the bandit.
+
+    One implementation, so that "frozen" means the same everywhere: reads go on, any
+    write raises :class:`FrozenError` naming what was refused.
+    """
+
+    _frozen: bool = False
+    _frozen_name: str = "memory store"
+
+    @property
+    def frozen(self) -> bool:
+        """Whether writes are currently refused with :class:`FrozenError`."""
+        return self._frozen
+
+    def freeze(self) -> None:
+        """Make the object read-only."""
+        self._frozen = True
+
+    def unfreeze(self) -> None:
+        """Allow writes again."""
+        self._frozen = False
+
+    def _guard(self, action: str) -> None:
+        if self._frozen:
+            raise FrozenError(f"{self._frozen_name} is frozen: {action} refused")
+
+
 class Tier(StrEnum):
     """How far an entry has been abstracted away from a single episode."""
 

@@ -41,7 +41,7 @@ from reflexmem.ledger.models import Episode
 from reflexmem.memory import bandit as bandit_fns
 from reflexmem.memory.bandit import BanditState, reward_from_outcome
 from reflexmem.memory.distill import DistillConfig, DistillReport, distill_window, window_key
-from reflexmem.memory.entries import EntryState, FrozenError, MemoryEntry, Tier
+from reflexmem.memory.entries import EntryState, Freezable, FrozenError, MemoryEntry, Tier
 from reflexmem.memory.loop import (
     GATE_EVERY_WINDOWS,
     GATE_START_WINDOW,
@@ -259,7 +259,7 @@ class Mirror:
         }
 
 
-class LedgerMemoryStore:
+class LedgerMemoryStore(Freezable):
     """:class:`MemoryStore` on the ledger tables, with the reference admission rules."""
 
     def __init__(
@@ -281,23 +281,6 @@ class LedgerMemoryStore:
     def cap(self) -> int:
         """Maximum entries per (namespace, tier)."""
         return self._cap
-
-    @property
-    def frozen(self) -> bool:
-        """Whether writes raise :class:`FrozenError`."""
-        return self._frozen
-
-    def freeze(self) -> None:
-        """Make the store read-only."""
-        self._frozen = True
-
-    def unfreeze(self) -> None:
-        """Allow writes again."""
-        self._frozen = False
-
-    def _guard(self, action: str) -> None:
-        if self._frozen:
-            raise FrozenError(f"memory store is frozen: {action} refused")
 
     @contextmanager
     def mirror(self, conn: sa.Connection, namespaces: Iterable[str]) -> Iterator[Mirror]:

@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from reflexmem.memory.entries import EntryState, FrozenError, MemoryEntry, Tier
+from reflexmem.memory.entries import EntryState, Freezable, MemoryEntry, Tier
 from reflexmem.memory.ranking import standing
 
 DEFAULT_CAP = 500
@@ -90,7 +90,7 @@ class MemoryStore(Protocol):
         ...
 
 
-class InMemoryStore:
+class InMemoryStore(Freezable):
     """Reference :class:`MemoryStore` kept in dictionaries, with JSON snapshots.
 
     Eviction compares the query-independent standing (the ranking formula with
@@ -122,23 +122,6 @@ class InMemoryStore:
     def quality_floor(self) -> float:
         """Lowest quality a write may have."""
         return self._floor
-
-    @property
-    def frozen(self) -> bool:
-        """Whether writes are currently refused with :class:`FrozenError`."""
-        return self._frozen
-
-    def freeze(self) -> None:
-        """Make the store read-only."""
-        self._frozen = True
-
-    def unfreeze(self) -> None:
-        """Allow writes again."""
-        self._frozen = False
-
-    def _guard(self, action: str) -> None:
-        if self._frozen:
-            raise FrozenError(f"memory store is frozen: {action} refused")
 
     def put(self, entry: MemoryEntry) -> WriteResult:
         """Admit an entry unless frozen, below the quality floor, a duplicate or outranked."""
