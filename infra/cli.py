@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -29,6 +29,20 @@ app.add_typer(preview_app, name="preview")
 app.add_typer(bench_app, name="bench")
 console = Console()
 err = Console(stderr=True)
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in ("sqlite", "postgres"):
+        err.print("--backend must be sqlite or postgres")
+        raise typer.Exit(2)
+
+
+def _emit(result: dict[str, Any], as_json: bool) -> None:
+    """One JSON object on stdout (for scripts), or pretty JSON for people."""
+    if as_json:
+        sys.stdout.write(json.dumps(result) + "\n")
+    else:
+        console.print_json(json.dumps(result))
 
 
 def _counts_table(title: str, counts: dict[str, int]) -> Table:
@@ -145,14 +159,8 @@ def bench_admission(
     """Ingest + Great Expectations + admission against a bare bulk load, same run."""
     from infra.bench_admission import run_bench
 
-    if backend not in ("sqlite", "postgres"):
-        err.print("--backend must be sqlite or postgres")
-        raise typer.Exit(2)
-    result = run_bench(Settings(), rows=rows, backend=backend, progress=not as_json)
-    if as_json:
-        sys.stdout.write(json.dumps(result) + "\n")
-    else:
-        console.print_json(json.dumps(result))
+    _check_backend(backend)
+    _emit(run_bench(Settings(), rows=rows, backend=backend, progress=not as_json), as_json)
 
 
 @app.command("recall")
@@ -244,16 +252,11 @@ def bench_recall_cmd(
     """Constrained recall latency over N role cases, against an unindexed scan."""
     from infra.bench_recall import run_bench
 
-    if backend not in ("sqlite", "postgres"):
-        err.print("--backend must be sqlite or postgres")
-        raise typer.Exit(2)
+    _check_backend(backend)
     result = run_bench(
         Settings(), cases=cases, backend=backend, queries=queries, progress=not as_json
     )
-    if as_json:
-        sys.stdout.write(json.dumps(result) + "\n")
-    else:
-        console.print_json(json.dumps(result))
+    _emit(result, as_json)
 
 
 @bench_app.command("memory")
@@ -265,11 +268,7 @@ def bench_memory_cmd(
     """Microseconds per episode: retrieval + ranking + bandit, 500 entries per tier."""
     from reflexmem.memory.bench import bench_memory
 
-    result = bench_memory(episodes=episodes, seed=seed)
-    if as_json:
-        sys.stdout.write(json.dumps(result) + "\n")
-    else:
-        console.print_json(json.dumps(result))
+    _emit(bench_memory(episodes=episodes, seed=seed), as_json)
 
 
 @bench_app.command("ael")

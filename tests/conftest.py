@@ -19,6 +19,8 @@ import sqlalchemy as sa
 
 from infra import migrate
 from infra.db import make_engine
+from reflexmem.ael.panel import PricePanel, load_dfull
+from reflexmem.ael.splits import DFULL_TRAIN_END, DFULL_VAL_END, ChronoSplits, split_by_dates
 from reflexmem.ledger.models import Base
 
 PG_ADMIN_URL = os.environ.get(
@@ -116,3 +118,15 @@ def mlflow_uri(mlflow_template: Path, tmp_path: Path) -> Iterator[str]:
     mlflow.set_tracking_uri(uri)
     yield uri
     mlflow.set_tracking_uri(previous)
+
+
+@pytest.fixture(scope="session")
+def dfull() -> PricePanel:
+    """The vendored D-full hourly panel."""
+    return load_dfull()
+
+
+@pytest.fixture(scope="session")
+def dfull_splits(dfull: PricePanel) -> ChronoSplits:
+    """The protocol's 128 / 40 / 40-bar splits by calendar date."""
+    return split_by_dates(dfull.local_dates, DFULL_TRAIN_END, DFULL_VAL_END)
