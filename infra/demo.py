@@ -70,11 +70,16 @@ def run_demo(settings: Settings, *, rows: int, console: Console) -> None:
     result = run_admission(engine, settings)
     console.print(admission_table(result))
     assert result.rows_in == result.admitted + result.pending + result.quarantined
+    from infra.demo_reflection import demo_reflection
+
+    console.rule("5. maturation, evaluation runs (MLflow) and reflection")
+    demo_reflection(settings, engine, console)
+
     from infra.demo_recall import demo_recall
 
-    console.rule("5. recall (active mode) and its absence in shadow mode")
+    console.rule("6. recall (active mode) and its absence in shadow mode")
     demo_recall(settings, engine, console)
-    console.rule("6. AEL benchmark on D-full, one seed (the full table: reflexmem bench ael)")
+    console.rule("7. AEL benchmark on D-full, one seed (the full table: reflexmem bench ael)")
     from infra.bench_ael import run_command
 
     out = settings.home / "ael"

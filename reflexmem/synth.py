@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 
 from reflexmem.ael.panel import PricePanel
+from reflexmem.registry import load_registry
 
 ROLES = ("valuation", "momentum", "cycle_analysis", "risk")
 UNKNOWN_ROLE = "sentiment"
@@ -39,8 +40,36 @@ def _masked(values: np.ndarray, keep: np.ndarray) -> pl.Series:
     return pl.Series(values.astype(str)).set(pl.Series(~keep), None)
 
 
+def _item(kind: str, as_of: np.ndarray) -> np.ndarray:
+    return np.char.add(np.char.add(f'{{"kind": "{kind}", "as_of": "', as_of), '"}')
+
+
+def _evidence(roles: np.ndarray, decided: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Each role's required evidence as of the decision, with realistic gaps and leaks.
+
+    About 12 % of decisions lack one required item (missing data), fundamentals are a
+    month old, and a quarter of valuation decisions carry the 2026 snapshot instead:
+    evidence dated after the decision, which reflection must flag as look-ahead.
+    """
+    n = roles.size
+    now = np.asarray(_iso(decided.astype(datetime)), dtype=str)
+    month_ago = np.asarray(_iso((decided - np.timedelta64(30, "D")).astype(datetime)), dtype=str)
+    registry = load_registry()
+    out = _item("price_history", now)
+    gap = rng.random(n) < 0.12
+    leak = (roles == "valuation") & (rng.random(n) < 0.25)
+    for role_id in registry.ids:
+        mine = roles == role_id
+        kinds = [e.kind for e in registry.get(role_id).policy.required_evidence]
+        for k, kind in enumerate(k for k in kinds if k != "price_history"):
+            as_of = np.where(leak, SNAPSHOT_AS_OF, month_ago) if kind == "fundamentals" else now
+            keep = mine & ~(gap & (k == 0))
+            out = np.where(keep, np.char.add(np.char.add(out, ", "), _item(kind, as_of)), out)
+    return np.char.add(np.char.add("[", out), "]")
+
+
 def _iso(ts: np.ndarray) -> list[str]:
-    return [t.isoformat() for t in ts]
+    return [t.isoformat() + "+00:00" for t in ts]
 
 
 def generate(prices: PricePanel, n: int, *, seed: int = 0) -> dict[str, pl.DataFrame]:
@@ -71,17 +100,7 @@ def generate(prices: PricePanel, n: int, *, seed: int = 0) -> dict[str, pl.DataF
         ),
         symbol,
     )
-    leak = (roles == "valuation") & (rng.random(n) < 0.25)
-    decided_iso = np.asarray(_iso(decided.astype(datetime)), dtype=object)
-    evidence = np.where(
-        leak,
-        '[{"kind": "price_history", "as_of": "'
-        + decided_iso
-        + '"}, {"kind": "fundamentals", "as_of": "'
-        + SNAPSHOT_AS_OF
-        + '"}]',
-        '[{"kind": "price_history", "as_of": "' + decided_iso + '"}]',
-    )
+    evidence = _evidence(roles, decided, rng)
     decisions = pl.DataFrame(
         {
             "decision_id": decision_id,

@@ -1,0 +1,209 @@
+"""MLflow tracking of evaluation batches: one MLflow run per batch and profile version.
+
+A run per decision would bury a reviewer under hundreds of thousands of runs; a batch
+run carries the parameters (profile, version, roles), aggregate metrics, and every
+evaluation run of the batch as a logged table with its ledger IDs. The ledger stores
+the MLflow run ID on each `evaluation_runs` row and on the `evaluation_batches` row,
+and the MLflow run's tags name the ledger batch, so either side leads to the other.
+A replay and a promotion are runs of their own (tag `reflexmem.kind`).
+
+The MLflow run is opened before the ledger write (its ID goes into the rows) and
+finished after the commit; a crash in between leaves a run without its table, which
+`finish` never reaches, rather than ledger rows pointing at nothing.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+import sqlalchemy as sa
+
+from reflexmem.evaluation.profiles import BenchmarkProfile
+from reflexmem.evaluation.promote import PromotionResult, promote
+from reflexmem.evaluation.runs import (
+    BatchInfo,
+    EvaluationResult,
+    batch_metrics,
+    evaluate_matured,
+    replay,
+    tracking_table,
+)
+from reflexmem.maturation.prices import PriceSource
+
+EXPERIMENT = "evaluation-runs"
+TABLE_FILE = "evaluation_runs.json"
+PROMOTION_FILE = "promotions.json"
+
+
+def _client(uri: str) -> Any:
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    import mlflow
+
+    return mlflow.MlflowClient(tracking_uri=uri)
+
+
+def _safe_url(url: str | None) -> str:
+    if not url:
+        return ""
+    return sa.make_url(url).render_as_string(hide_password=True)
+
+
+class EvaluationTracker:
+    """Opens and finishes the MLflow runs of evaluation, replay and promotion batches."""
+
+    def __init__(self, tracking_uri: str, *, ledger_url: str | None = None) -> None:
+        self.tracking_uri = tracking_uri
+        self.ledger_url = _safe_url(ledger_url)
+        self._client_obj: Any = None
+        self._experiment_id: str | None = None
+
+    @property
+    def client(self) -> Any:
+        """The MLflow client (created on first use)."""
+        if self._client_obj is None:
+            self._client_obj = _client(self.tracking_uri)
+        return self._client_obj
+
+    def experiment_id(self) -> str:
+        """The `evaluation-runs` experiment, created if absent."""
+        if self._experiment_id is None:
+            found = self.client.get_experiment_by_name(EXPERIMENT)
+            self._experiment_id = (
+                found.experiment_id
+                if found is not None
+                else self.client.create_experiment(EXPERIMENT)
+            )
+        return self._experiment_id
+
+    def open(self, info: BatchInfo) -> str:
+        """Create the batch's MLflow run with its parameters and tags; return its ID."""
+        from mlflow.entities import Param, RunTag
+
+        tags = {
+            "mlflow.runName": f"{info.kind}-{info.profile}-v{info.profile_version}-{info.batch_id}",
+            "reflexmem.kind": info.kind,
+            "reflexmem.batch_id": info.batch_id,
+            "reflexmem.ledger": self.ledger_url,
+            "reflexmem.profile": info.profile,
+        }
+        run = self.client.create_run(self.experiment_id(), tags=tags)
+        run_id: str = run.info.run_id
+        params = {
+            "profile": info.profile,
+            "profile_version": str(info.profile_version),
+            "roles": ",".join(info.roles)[:6000],
+            "batch_id": info.batch_id,
+            "kind": info.kind,
+            "n_runs": str(info.n_runs),
+        }
+        self.client.log_batch(
+            run_id,
+            params=[Param(k, v) for k, v in params.items()],
+            tags=[RunTag(k, v) for k, v in tags.items() if k != "mlflow.runName"],
+        )
+        return run_id
+
+    def _finish(
+        self, run_id: str, metrics: dict[str, float], table: pl.DataFrame, name: str
+    ) -> None:
+        import math
+        import time
+
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        clean = [Metric(k, v, now, 0) for k, v in metrics.items() if math.isfinite(v)]
+        self.client.log_batch(run_id, metrics=clean)
+        self.client.log_table(run_id, data=table.to_pandas(), artifact_file=name)
+        self.client.set_terminated(run_id, "FINISHED")
+
+    def finish_evaluation(self, result: EvaluationResult) -> None:
+        """Log the batch's aggregate metrics and per-run table, then close its run."""
+        if result.mlflow_run_id is None:
+            return
+        metrics = batch_metrics(result.runs)
+        for role, n in result.runs.group_by("role_id").len().iter_rows():
+            metrics[f"n_runs_{role}"] = float(n)
+        self._finish(result.mlflow_run_id, metrics, tracking_table(result.runs), TABLE_FILE)
+
+    def finish_promotion(self, result: PromotionResult) -> None:
+        """Log which runs became primary and which they replaced, then close the run."""
+        if result.mlflow_run_id is None:
+            return
+        frame = result.promotions
+        metrics = {
+            "promoted": float(frame.height),
+            "replaced": float(frame["previous_run_id"].is_not_null().sum()),
+        }
+        table = frame.with_columns(pl.col("promoted_at").cast(pl.String))
+        self._finish(result.mlflow_run_id, metrics, table, PROMOTION_FILE)
+
+    def fail(self, run_id: str) -> None:
+        """Mark a run whose ledger write failed, so nobody mistakes it for a finished batch."""
+        self.client.set_terminated(run_id, "FAILED")
+
+
+def tracked_evaluate(
+    engine: sa.Engine,
+    tracker: EvaluationTracker | None,
+    source: PriceSource,
+    profile: BenchmarkProfile,
+    *,
+    replay_runs: bool = False,
+    roles: Sequence[str] | None = None,
+    decisions: Sequence[str] | None = None,
+) -> EvaluationResult:
+    """Evaluate (or replay) in one transaction, tracked as one MLflow run when non-empty."""
+    opened: list[str] = []
+
+    def opener(info: BatchInfo) -> str | None:
+        if tracker is None:
+            return None
+        opened.append(tracker.open(info))
+        return opened[-1]
+
+    try:
+        with engine.begin() as conn:
+            if replay_runs:
+                result = replay(
+                    conn, source, profile, roles=roles, decisions=decisions, open_run=opener
+                )
+            else:
+                result = evaluate_matured(conn, source, profile, roles=roles, open_run=opener)
+    except BaseException:
+        if tracker is not None and opened:
+            tracker.fail(opened[-1])
+        raise
+    if tracker is not None:
+        tracker.finish_evaluation(result)
+    return result
+
+
+def tracked_promote(
+    engine: sa.Engine,
+    tracker: EvaluationTracker | None,
+    profile: str,
+    **selection: Any,
+) -> PromotionResult:
+    """Promote in one transaction, tracked as its own MLflow run when anything changed."""
+    opened: list[str] = []
+
+    def opener(info: BatchInfo) -> str | None:
+        if tracker is None:
+            return None
+        opened.append(tracker.open(info))
+        return opened[-1]
+
+    try:
+        with engine.begin() as conn:
+            result = promote(conn, profile, open_run=opener, **selection)
+    except BaseException:
+        if tracker is not None and opened:
+            tracker.fail(opened[-1])
+        raise
+    if tracker is not None:
+        tracker.finish_promotion(result)
+    return result

@@ -1,0 +1,138 @@
+"""The maturity decision: when a role case may be evaluated and reflected on.
+
+A case matures only when all three hold, checked in this order so the reason names
+the first thing to wait for:
+
+1. its role's maturation period has passed since the decision (`not_due`),
+2. its position is settled (`unsettled`),
+3. the settlement saw at least `min_points` price bars (`insufficient_data`).
+
+Matured cases become `eligible`; the others stay (or become) `pending` with the reason.
+Candidates are pending cases waiting on one of those reasons and eligible cases that
+no evaluation run under the profile covers yet (admission marks a case eligible from
+its settlement alone and does not know the role's maturation period). Cases deferred by
+the budget are already mature and are left to reflection. Re-running the check on the
+same ledger changes nothing, which is what makes a crashed flow safe to re-run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import polars as pl
+import sqlalchemy as sa
+
+from reflexmem.ledger.bulk import read_frame
+from reflexmem.ledger.enums import CaseState, PendingReason
+from reflexmem.maturation.sqlio import bulk_update, parse_utc
+from reflexmem.registry import RoleRegistry
+
+CANDIDATES_SQL = """
+SELECT rc.case_id, rc.decision_id, rc.role_id, rc.state, rc.pending_reason, d.decided_at,
+       pos.settled, pos.points
+FROM role_cases rc
+JOIN trading_decisions d ON d.decision_id = rc.decision_id
+LEFT JOIN (SELECT decision_id,
+                  MAX(CASE WHEN status = 'settled' THEN 1 ELSE 0 END) AS settled,
+                  MAX(CASE WHEN status = 'settled' THEN evaluation_points ELSE 0 END) AS points
+           FROM position_lifecycles GROUP BY decision_id) pos ON pos.decision_id = rc.decision_id
+WHERE (rc.state = 'pending' AND rc.pending_reason IN ('not_due', 'unsettled', 'insufficient_data'))
+   OR (rc.state = 'eligible' AND NOT EXISTS (
+        SELECT 1 FROM evaluation_runs r
+        WHERE r.decision_id = rc.decision_id AND r.profile = '{profile}'))
+"""
+
+
+@dataclass(frozen=True)
+class MaturityReport:
+    """Counts of one maturity check: candidates, newly matured, still pending by reason."""
+
+    candidates: int
+    matured: int
+    changed: int
+    pending: dict[str, int] = field(default_factory=dict)
+
+
+def decide_maturity(
+    cases: pl.DataFrame,
+    maturation_days: dict[str, int],
+    *,
+    as_of: datetime,
+    min_points: int,
+) -> pl.DataFrame:
+    """Add `new_state` and `new_reason` to candidate rows (pure, vectorized).
+
+    `cases` needs role_id, decided_at (UTC), settled (0/1, null = no position) and
+    points. A role missing from `maturation_days` cannot mature: the registry is the
+    only source of a role's policy, so such a case is kept `not_due` instead of guessed.
+    """
+    days = pl.col("role_id").replace_strict(maturation_days, default=None, return_dtype=pl.Int64)
+    due_at = pl.col("decided_at") + pl.duration(days=days)
+    due = days.is_not_null() & (due_at <= pl.lit(as_of).dt.convert_time_zone("UTC"))
+    settled = pl.col("settled").fill_null(0) == 1
+    enough = pl.col("points").fill_null(0) >= min_points
+    reason = (
+        pl.when(~due)
+        .then(pl.lit(PendingReason.NOT_DUE.value))
+        .when(~settled)
+        .then(pl.lit(PendingReason.UNSETTLED.value))
+        .when(~enough)
+        .then(pl.lit(PendingReason.INSUFFICIENT_DATA.value))
+        .otherwise(pl.lit(None, dtype=pl.String))
+    )
+    return cases.with_columns(reason.alias("new_reason")).with_columns(
+        pl.when(pl.col("new_reason").is_null())
+        .then(pl.lit(CaseState.ELIGIBLE.value))
+        .otherwise(pl.lit(CaseState.PENDING.value))
+        .alias("new_state")
+    )
+
+
+def load_candidates(conn: sa.Connection, profile: str) -> pl.DataFrame:
+    """Cases the maturity check looks at (see the module docstring)."""
+    if "'" in profile:
+        raise ValueError(f"invalid profile name {profile!r}")
+    raw = read_frame(conn, CANDIDATES_SQL.format(profile=profile))
+    return raw.with_columns(
+        parse_utc(pl.col("decided_at")).alias("decided_at"),
+        pl.col("settled").cast(pl.Int64),
+        pl.col("points").cast(pl.Int64),
+    )
+
+
+def mature_cases(
+    conn: sa.Connection,
+    registry: RoleRegistry,
+    *,
+    as_of: datetime,
+    min_points: int,
+    profile: str,
+) -> MaturityReport:
+    """Apply the maturity decision to every candidate case and write what changed."""
+    cases = load_candidates(conn, profile)
+    days = {rid: r.policy.maturation.days for rid, r in registry.roles.items()}
+    decided = decide_maturity(cases, days, as_of=as_of, min_points=min_points)
+    changed = decided.filter(
+        (pl.col("new_state") != pl.col("state"))
+        | pl.col("new_reason").ne_missing(pl.col("pending_reason"))
+    ).select(
+        "case_id",
+        pl.col("new_state").alias("state"),
+        pl.col("new_reason").alias("pending_reason"),
+    )
+    bulk_update(conn, "role_cases", "case_id", changed)
+    pending = (
+        decided.filter(pl.col("new_reason").is_not_null())
+        .group_by("new_reason")
+        .len()
+        .sort("new_reason")
+    )
+    return MaturityReport(
+        candidates=cases.height,
+        matured=int((decided["new_state"] == CaseState.ELIGIBLE.value).sum())
+        if decided.height
+        else 0,
+        changed=changed.height,
+        pending={str(r): int(n) for r, n in pending.iter_rows()},
+    )

@@ -1,0 +1,490 @@
+"""Reflection batches on the ledger: build inputs in bulk, reflect, apply results in bulk.
+
+One batch reflects on one role inside one transaction that first takes the role's lock,
+so two batches of the same role never run at once: `pg_advisory_xact_lock` on
+PostgreSQL, and on SQLite the database write lock that the first statement (an upsert of
+the role's row in `reflection_role_locks`) acquires. Both are released by commit or
+rollback, so a crashed batch leaves no lock behind and its cases untouched.
+
+Inputs come from the case, its decision's evidence and the decision's *primary*
+evaluation run only; a case without one is not offered. Deferred cases
+(`pending/budget_deferred`) are offered first, so the budget delays them, never drops
+them. Results are written back with staging-table updates and bulk loads:
+
+* a verdict: `reflected` with class, lesson (learnable classes only) and the reflection
+  JSON; a lesson also becomes one episodic memory entry in the role's namespace,
+* a failed reflection: `reflection_failed` with the error; nothing is fabricated,
+* over budget: `pending/budget_deferred`,
+* every executor audit record of the batch: a row of `executor_audit`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any
+
+import numpy as np
+import polars as pl
+import sqlalchemy as sa
+
+from reflexmem.executor import AuditRecord, ToolExecutor, order_tools
+from reflexmem.ledger.bulk import bulk_insert, read_frame
+from reflexmem.ledger.enums import CaseState, Direction, PendingReason
+from reflexmem.maturation.sqlio import UTC_US, bulk_update, parse_utc
+from reflexmem.memory.entries import MemoryEntry, Tier
+from reflexmem.memory.persist import LedgerMemoryStore, role_namespace
+from reflexmem.memory.store import DEFAULT_CAP
+from reflexmem.reflection.budget import BudgetGate, BudgetLimits
+from reflexmem.reflection.types import Reflection, ReflectionInput, Reflector, parse_evidence
+from reflexmem.registry import RoleRegistry
+
+LOCK_PREFIX = "reflexmem.reflection:"
+FACTORS = ("raw_return", "benchmark_return", "realized_vol", "benchmark_shock_sigma", "signal")
+SHOCK_EVIDENCE = "macro_calendar"
+"""A scheduled-event calendar in the evidence makes a market shock knowable in advance."""
+
+_INPUT_SQL = """
+SELECT rc.case_id, rc.decision_id, rc.role_id, rc.symbol, rc.state,
+       d.direction, d.decided_at, CAST(d.evidence AS TEXT) AS evidence, r.run_id,
+       MAX(CASE WHEN c.name = 'raw_return' AND NOT c.missing THEN c.value END) AS raw_return,
+       MAX(CASE WHEN c.name = 'benchmark_return' AND NOT c.missing THEN c.value END)
+           AS benchmark_return,
+       MAX(CASE WHEN c.name = 'realized_vol' AND NOT c.missing THEN c.value END) AS realized_vol,
+       MAX(CASE WHEN c.name = 'benchmark_shock_sigma' AND NOT c.missing THEN c.value END)
+           AS benchmark_shock_sigma,
+       MAX(CASE WHEN c.name = 'signal_at_decision' AND NOT c.missing THEN c.value END) AS signal
+FROM role_cases rc
+JOIN trading_decisions d ON d.decision_id = rc.decision_id
+JOIN evaluation_runs r ON r.decision_id = rc.decision_id AND r.profile = '{profile}'
+     AND r.is_primary
+JOIN evaluation_components c ON c.run_id = r.run_id
+WHERE rc.role_id = '{role}'
+  AND (rc.state = 'eligible' OR (rc.state = 'pending' AND rc.pending_reason = 'budget_deferred'))
+GROUP BY rc.case_id, rc.decision_id, rc.role_id, rc.symbol, rc.state,
+         d.direction, d.decided_at, CAST(d.evidence AS TEXT), r.run_id
+ORDER BY CASE WHEN rc.state = 'pending' THEN 0 ELSE 1 END, d.decided_at, rc.case_id
+LIMIT {limit}
+"""
+
+
+class BrokerCallError(RuntimeError):
+    """Raised by the guard broker if an order handler ever runs during reflection."""
+
+
+def guarded_executor() -> tuple[ToolExecutor, list[str]]:
+    """An executor with the real order tools registered and a broker that must never run.
+
+    Registering them makes the refusal a permission decision (the reflector identity
+    lacks the tool and the `move_funds` effect), not a missing tool; the returned list
+    records any handler call, so a test can show it stays empty.
+    """
+    calls: list[str] = []
+
+    def broker(name: str) -> Callable[[Any], object]:
+        def handler(args: Any) -> object:
+            calls.append(name)
+            raise BrokerCallError(f"{name} reached the broker during reflection")
+
+        return handler
+
+    tools = order_tools(
+        place=broker("place_order"), modify=broker("modify_order"), cancel=broker("cancel_order")
+    )
+    return ToolExecutor.with_tools(tools), calls
+
+
+@dataclass(frozen=True)
+class RoleReport:
+    """What one role's reflection batch did."""
+
+    role_id: str
+    batch_id: str
+    offered: int = 0
+    reflected: int = 0
+    failed: int = 0
+    deferred: int = 0
+    lessons: int = 0
+    memory_entries: int = 0
+    model_calls: int = 0
+    tokens: int = 0
+    audit_records: int = 0
+    by_class: dict[str, int] = field(default_factory=dict)
+
+    def as_row(self) -> dict[str, object]:
+        """Flat counts for tables and artifacts."""
+        row: dict[str, object] = {
+            "role": self.role_id,
+            "batch": self.batch_id,
+            "offered": self.offered,
+            "reflected": self.reflected,
+            "failed": self.failed,
+            "deferred": self.deferred,
+            "lessons": self.lessons,
+            "model_calls": self.model_calls,
+            "tokens": self.tokens,
+            "audit_records": self.audit_records,
+        }
+        row.update({f"class_{k}": v for k, v in sorted(self.by_class.items())})
+        return row
+
+
+def acquire_role_lock(
+    conn: sa.Connection, role_id: str, holder: str, *, timeout_s: float = 600.0
+) -> None:
+    """Take the role's reflection lock for the rest of the caller's transaction."""
+    now = datetime.now(UTC)
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            sa.text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": LOCK_PREFIX + role_id}
+        )
+    upsert = sa.text(
+        "INSERT INTO reflection_role_locks (role_id, holder, acquired_at) "
+        "VALUES (:r, :h, :t) ON CONFLICT (role_id) DO UPDATE "
+        "SET holder = excluded.holder, acquired_at = excluded.acquired_at"
+    )
+    deadline = time.monotonic() + timeout_s
+    pause = 0.02
+    while True:
+        try:
+            conn.execute(upsert, {"r": role_id, "h": holder, "t": now})
+            return
+        except sa.exc.OperationalError as exc:
+            # SQLite: another batch holds the write lock longer than the busy timeout.
+            if "locked" not in str(exc).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+
+def load_inputs(conn: sa.Connection, role_id: str, *, profile: str, limit: int) -> pl.DataFrame:
+    """Offerable cases of one role with their decision and primary-run factors."""
+    if not role_id.replace("_", "").isalnum() or "'" in profile:
+        raise ValueError(f"invalid role {role_id!r} or profile {profile!r}")
+    raw = read_frame(conn, _INPUT_SQL.format(profile=profile, role=role_id, limit=int(limit)))
+    return raw.with_columns(
+        parse_utc(pl.col("decided_at")).alias("decided_at"),
+        *[pl.col(c).cast(pl.Float64) for c in FACTORS],
+    )
+
+
+def _utc_evidence(text: str | None) -> list[dict[str, Any]] | None:
+    """Decode a decision's evidence list; a naive `as_of` is UTC, the ledger's convention.
+
+    The ledger stores every instant in UTC and writers such as the synthetic stream emit
+    naive ISO stamps in that convention; reading them as UTC is the ledger's own rule,
+    not a guess. Anything else malformed still fails the case.
+    """
+    if not text:
+        return None
+    raw = json.loads(text)
+    if not isinstance(raw, list):
+        raise ValueError("evidence is not a JSON list")
+    out: list[dict[str, Any]] = []
+    for item in raw:
+        if isinstance(item, dict) and isinstance(item.get("as_of"), str):
+            stamp = datetime.fromisoformat(item["as_of"])
+            if stamp.tzinfo is None:
+                item = {**item, "as_of": stamp.replace(tzinfo=UTC).isoformat()}
+        out.append(item)
+    return out
+
+
+def build_inputs(
+    frame: pl.DataFrame, registry: RoleRegistry
+) -> tuple[list[ReflectionInput], list[Reflection]]:
+    """ReflectionInputs for every well-formed row; a failed Reflection for every other one.
+
+    A case whose primary run has no raw return, or whose evidence cannot be parsed,
+    cannot be judged honestly, so it fails with the reason instead of being guessed at.
+    """
+    inputs: list[ReflectionInput] = []
+    failures: list[Reflection] = []
+    cols = [frame[c].to_list() for c in ("case_id", "role_id", "direction", "decided_at")]
+    evidence = frame["evidence"].to_list()
+    factors = {c: frame[c].to_numpy() for c in FACTORS}
+    for i, (case_id, role_id, direction, decided_at) in enumerate(zip(*cols, strict=True)):
+        try:
+            raw = factors["raw_return"][i]
+            if not np.isfinite(raw):
+                raise ValueError("primary evaluation run has no raw_return")
+            items = parse_evidence(_utc_evidence(evidence[i]))
+            side = Direction(direction)
+            sign = 1.0 if side is Direction.LONG else -1.0
+            values = {c: float(factors[c][i]) for c in FACTORS[1:]}
+            clean = {k: (v if np.isfinite(v) else None) for k, v in values.items()}
+            inputs.append(
+                ReflectionInput(
+                    case_id=case_id,
+                    role=registry.get(role_id).policy,
+                    direction=side,
+                    decided_at=decided_at,
+                    evidence=items,
+                    realized_return=sign * float(raw),
+                    benchmark_return=clean["benchmark_return"],
+                    realized_vol=clean["realized_vol"],
+                    market_shock_sigma=clean["benchmark_shock_sigma"],
+                    shock_observable=any(
+                        e.kind == SHOCK_EVIDENCE and e.as_of <= decided_at for e in items
+                    ),
+                    signal=clean["signal"],
+                )
+            )
+        except (ValueError, TypeError, KeyError) as exc:
+            failures.append(
+                Reflection(
+                    case_id=case_id,
+                    outcome_class=None,
+                    lesson=None,
+                    evidence_used=(),
+                    reasons=("input could not be built from the ledger",),
+                    layer="L0",
+                    failed=True,
+                    error=f"{type(exc).__name__}: {exc}",
+                )
+            )
+    return inputs, failures
+
+
+def _usage_row(conn: sa.Connection, day: str, lock: bool) -> tuple[int, int]:
+    conn.execute(
+        sa.text(
+            "INSERT INTO reflection_budget_usage (day, calls, tokens, updated_at) "
+            "VALUES (:d, 0, 0, :t) ON CONFLICT (day) DO NOTHING"
+        ),
+        {"d": day, "t": datetime.now(UTC)},
+    )
+    sql = "SELECT calls, tokens FROM reflection_budget_usage WHERE day = :d"
+    if lock and conn.dialect.name == "postgresql":
+        sql += " FOR UPDATE"
+    row = conn.execute(sa.text(sql), {"d": day}).one()
+    return int(row[0]), int(row[1])
+
+
+def charge_usage(conn: sa.Connection, day: str, calls: int, tokens: int) -> None:
+    """Add (possibly negative) calls and tokens to a day's persisted usage, atomically."""
+    _usage_row(conn, day, lock=False)
+    conn.execute(
+        sa.text(
+            "UPDATE reflection_budget_usage SET calls = calls + :c, tokens = tokens + :k, "
+            "updated_at = :t WHERE day = :d"
+        ),
+        {"c": calls, "k": tokens, "t": datetime.now(UTC), "d": day},
+    )
+
+
+def _reserve(
+    conn: sa.Connection, engine: sa.Engine, limits: BudgetLimits, day: date, inputs: list[Any]
+) -> tuple[BudgetGate, list[Any], list[Any]]:
+    """Admit against the persisted day usage and persist the reservation at once.
+
+    On PostgreSQL the reservation commits in its own short transaction under a row lock,
+    so batches of other roles see it while this one is still reflecting; on SQLite the
+    batch already holds the only write lock and charges on its own connection.
+    """
+    key = day.isoformat()
+
+    def admit(c: sa.Connection) -> tuple[BudgetGate, list[Any], list[Any]]:
+        calls, tokens = _usage_row(c, key, lock=True)
+        gate = BudgetGate(limits, day=day, ledger={key: {"calls": calls, "tokens": tokens}})
+        allowed, deferred = gate.admit(inputs)
+        after = gate.ledger[key]
+        charge_usage(c, key, after["calls"] - calls, after["tokens"] - tokens)
+        return gate, allowed, [d.item for d in deferred]
+
+    if conn.dialect.name == "postgresql":
+        with engine.begin() as side:
+            return admit(side)
+    return admit(conn)
+
+
+def _audit_frame(records: Sequence[AuditRecord], batch_id: str, role_id: str) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "batch_id": [batch_id] * len(records),
+            "role_id": [role_id] * len(records),
+            "at": pl.Series([r.at for r in records], dtype=UTC_US),
+            "caller": [r.caller for r in records],
+            "tool": [r.tool for r in records],
+            "effects": [json.dumps(list(r.effects)) for r in records],
+            "arguments": [json.dumps(r.arguments, default=str) for r in records],
+            "outcome": [r.outcome for r in records],
+            "reason": [r.reason for r in records],
+            "attempts": [r.attempts for r in records],
+            "idempotency_key": pl.Series([r.idempotency_key for r in records], dtype=pl.String),
+        }
+    )
+
+
+def _lesson_entries(
+    conn: sa.Connection,
+    role_id: str,
+    reflected: Sequence[Reflection],
+    raw: dict[str, float],
+    symbols: dict[str, str],
+    cap: int,
+) -> list[MemoryEntry]:
+    """The newest `cap` lessons as episodic entries (older ones the tier cap would evict)."""
+    lessons = [r for r in reflected if r.lesson is not None][-cap:]
+    if not lessons:
+        return []
+    ns = role_namespace(role_id)
+    clock = conn.execute(
+        sa.text("SELECT clock FROM memory_namespaces WHERE namespace = :n"), {"n": ns}
+    ).scalar()
+    base = int(clock or 0)
+    return [
+        MemoryEntry(
+            id=f"lesson-{r.case_id}",
+            namespace=ns,
+            tier=Tier.EPISODIC,
+            text=r.lesson or "",
+            tags=("lesson", str(r.outcome_class), symbols.get(r.case_id, "")),
+            quality=0.7 if r.layer == "L3" else 0.6,
+            created_episode=base + i + 1,
+            source_ids=(r.case_id,),
+            outcome=float(np.clip(raw.get(r.case_id, 0.0), -1.0, 1.0)),
+        )
+        for i, r in enumerate(lessons)
+    ]
+
+
+def reflect_role(
+    engine: sa.Engine,
+    registry: RoleRegistry,
+    role_id: str,
+    reflector: Reflector,
+    *,
+    reflector_name: str = "rules",
+    profile: str = "spy_daily",
+    limit: int = 1_000_000,
+    budget: BudgetLimits | None = None,
+    day: date | None = None,
+    executor: ToolExecutor | None = None,
+    memory_cap: int = DEFAULT_CAP,
+    on_locked: Callable[[str], None] | None = None,
+) -> RoleReport:
+    """Reflect on one role's offerable cases in one locked transaction."""
+    registry.get(role_id)
+    batch_id = f"refl-{uuid.uuid4().hex[:20]}"
+    started = datetime.now(UTC)
+    audit_from = len(executor.audit) if executor is not None else 0
+    with engine.begin() as conn:
+        acquire_role_lock(conn, role_id, batch_id)
+        if on_locked is not None:
+            on_locked(batch_id)
+        frame = load_inputs(conn, role_id, profile=profile, limit=limit)
+        inputs, failures = build_inputs(frame, registry)
+        deferred: list[ReflectionInput] = []
+        gate: BudgetGate | None = None
+        if budget is not None and inputs:
+            gate, inputs, deferred = _reserve(
+                conn, engine, budget, day or datetime.now(UTC).date(), inputs
+            )
+        results = reflector.reflect(inputs) if inputs else []
+        if len(results) != len(inputs):
+            raise RuntimeError(f"reflector returned {len(results)} results for {len(inputs)}")
+        if gate is not None:
+            key = gate.day.isoformat()
+            before = gate.ledger[key]
+            gate.record_reflections(results)
+            after = gate.ledger[key]
+            charge_usage(
+                conn, key, after["calls"] - before["calls"], after["tokens"] - before["tokens"]
+            )
+        everything = results + failures
+        updates = pl.DataFrame(
+            {
+                "case_id": [r.case_id for r in everything] + [d.case_id for d in deferred],
+                "state": [r.case_state.value for r in everything]
+                + [CaseState.PENDING.value] * len(deferred),
+                "pending_reason": pl.Series(
+                    [None] * len(everything)
+                    + [PendingReason.BUDGET_DEFERRED.value] * len(deferred),
+                    dtype=pl.String,
+                ),
+                "outcome_class": pl.Series(
+                    [None if r.outcome_class is None else r.outcome_class.value for r in everything]
+                    + [None] * len(deferred),
+                    dtype=pl.String,
+                ),
+                "lesson": pl.Series(
+                    [r.lesson for r in everything] + [None] * len(deferred), dtype=pl.String
+                ),
+                "reflection": pl.Series(
+                    [json.dumps(r.to_json()) for r in everything] + [None] * len(deferred),
+                    dtype=pl.String,
+                ),
+            }
+        )
+        bulk_update(conn, "role_cases", "case_id", updates, json_columns=("reflection",))
+        ok = [r for r in results if not r.failed]
+        raw = dict(zip(frame["case_id"].to_list(), frame["raw_return"].to_list(), strict=True))
+        symbols = dict(zip(frame["case_id"].to_list(), frame["symbol"].to_list(), strict=True))
+        entries = _lesson_entries(conn, role_id, ok, raw, symbols, memory_cap)
+        stored = 0
+        if entries:
+            written = LedgerMemoryStore(engine).put_many_on(conn, entries)
+            stored = sum(1 for w in written if w.stored)
+        records = executor.audit[audit_from:] if executor is not None else []
+        bulk_insert(conn, "executor_audit", _audit_frame(records, batch_id, role_id))
+        by_class: dict[str, int] = {}
+        for r in ok:
+            key_ = str(r.outcome_class)
+            by_class[key_] = by_class.get(key_, 0) + 1
+        calls = sum(r.model_calls for r in results)
+        tokens = sum(r.usage.total_tokens for r in results if r.usage is not None)
+        report = RoleReport(
+            role_id=role_id,
+            batch_id=batch_id,
+            offered=frame.height,
+            reflected=len(ok),
+            failed=len(everything) - len(ok),
+            deferred=len(deferred),
+            lessons=sum(1 for r in ok if r.lesson is not None),
+            memory_entries=stored,
+            model_calls=calls,
+            tokens=tokens,
+            audit_records=len(records),
+            by_class=by_class,
+        )
+        bulk_insert(
+            conn,
+            "reflection_batches",
+            pl.DataFrame(
+                {
+                    "batch_id": [batch_id],
+                    "role_id": [role_id],
+                    "reflector": [reflector_name],
+                    "offered": [report.offered],
+                    "reflected": [report.reflected],
+                    "failed": [report.failed],
+                    "deferred": [report.deferred],
+                    "lessons": [report.lessons],
+                    "model_calls": [calls],
+                    "tokens": [tokens],
+                    "started_at": pl.Series([started], dtype=UTC_US),
+                    "finished_at": pl.Series([datetime.now(UTC)], dtype=UTC_US),
+                }
+            ),
+        )
+    return report
+
+
+def reflect_all(
+    engine: sa.Engine,
+    registry: RoleRegistry,
+    reflector: Reflector,
+    *,
+    roles: Sequence[str] | None = None,
+    **options: Any,
+) -> list[RoleReport]:
+    """Every role's batch in turn (the direct path; flows run roles as separate tasks)."""
+    return [
+        reflect_role(engine, registry, role_id, reflector, **options)
+        for role_id in (roles or registry.ids)
+    ]
