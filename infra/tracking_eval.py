@@ -15,7 +15,8 @@ finished after the commit; a crash in between leaves a run without its table, wh
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import polars as pl
@@ -146,6 +147,25 @@ class EvaluationTracker:
         self.client.set_terminated(run_id, "FAILED")
 
 
+@contextmanager
+def _opener(tracker: EvaluationTracker | None) -> Iterator[Callable[[BatchInfo], str | None]]:
+    """Open MLflow runs on demand; mark the last one FAILED if the ledger write fails."""
+    opened: list[str] = []
+
+    def opener(info: BatchInfo) -> str | None:
+        if tracker is None:
+            return None
+        opened.append(tracker.open(info))
+        return opened[-1]
+
+    try:
+        yield opener
+    except BaseException:
+        if tracker is not None and opened:
+            tracker.fail(opened[-1])
+        raise
+
+
 def tracked_evaluate(
     engine: sa.Engine,
     tracker: EvaluationTracker | None,
@@ -157,26 +177,13 @@ def tracked_evaluate(
     decisions: Sequence[str] | None = None,
 ) -> EvaluationResult:
     """Evaluate (or replay) in one transaction, tracked as one MLflow run when non-empty."""
-    opened: list[str] = []
-
-    def opener(info: BatchInfo) -> str | None:
-        if tracker is None:
-            return None
-        opened.append(tracker.open(info))
-        return opened[-1]
-
-    try:
-        with engine.begin() as conn:
-            if replay_runs:
-                result = replay(
-                    conn, source, profile, roles=roles, decisions=decisions, open_run=opener
-                )
-            else:
-                result = evaluate_matured(conn, source, profile, roles=roles, open_run=opener)
-    except BaseException:
-        if tracker is not None and opened:
-            tracker.fail(opened[-1])
-        raise
+    with _opener(tracker) as opener, engine.begin() as conn:
+        if replay_runs:
+            result = replay(
+                conn, source, profile, roles=roles, decisions=decisions, open_run=opener
+            )
+        else:
+            result = evaluate_matured(conn, source, profile, roles=roles, open_run=opener)
     if tracker is not None:
         tracker.finish_evaluation(result)
     return result
@@ -189,21 +196,8 @@ def tracked_promote(
     **selection: Any,
 ) -> PromotionResult:
     """Promote in one transaction, tracked as its own MLflow run when anything changed."""
-    opened: list[str] = []
-
-    def opener(info: BatchInfo) -> str | None:
-        if tracker is None:
-            return None
-        opened.append(tracker.open(info))
-        return opened[-1]
-
-    try:
-        with engine.begin() as conn:
-            result = promote(conn, profile, open_run=opener, **selection)
-    except BaseException:
-        if tracker is not None and opened:
-            tracker.fail(opened[-1])
-        raise
+    with _opener(tracker) as opener, engine.begin() as conn:
+        result = promote(conn, profile, open_run=opener, **selection)
     if tracker is not None:
         tracker.finish_promotion(result)
     return result
