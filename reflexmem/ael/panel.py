@@ -21,7 +21,7 @@ FloatArray = npt.NDArray[np.float64]
 TIMESTAMP_NAMES = ("timestamp", "datetime", "date", "time", "ts")
 TICKER_NAMES = ("ticker", "symbol")
 CLOSE_NAMES = ("close", "adj_close", "price")
-_DFULL_RELATIVE = Path("tests") / "data" / "ael-dfull"
+_DFULL_RELATIVE = Path("data") / "ael-dfull"
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,14 +78,14 @@ class PricePanel:
         return PricePanel(self.timestamps, self.local_dates, self.tickers, closes, self.source)
 
 
-def default_dfull_root(repo_root: Path | None = None) -> Path:
-    """Locate the vendored D-full data without depending on the working directory.
+def default_dfull_root(package_root: Path | None = None) -> Path:
+    """Locate the D-full data shipped as package data (`reflexmem/data/ael-dfull`).
 
-    Resolved from this file (reflexmem/ael/panel.py -> repository root) so tests and
-    scripts find the data wherever they are started; pass `repo_root` to point at
-    another checkout.
+    Resolved from this file (reflexmem/ael/panel.py -> the `reflexmem` package), so an
+    installed wheel finds it as well as a checkout, wherever the process was started;
+    pass `package_root` to point at another copy of the package folder.
     """
-    base = repo_root if repo_root is not None else Path(__file__).resolve().parents[2]
+    base = package_root if package_root is not None else Path(__file__).resolve().parents[1]
     return base / _DFULL_RELATIVE
 
 

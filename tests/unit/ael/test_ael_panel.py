@@ -34,7 +34,7 @@ def test_dfull_offsets_change_the_instant_but_not_the_printed_date(dfull: PriceP
 
 def test_default_root_resolves_from_the_package_and_can_be_overridden(tmp_path: Path) -> None:
     assert (default_dfull_root() / "README.md").is_file()
-    assert default_dfull_root(tmp_path) == tmp_path / "tests" / "data" / "ael-dfull"
+    assert default_dfull_root(tmp_path) == tmp_path / "data" / "ael-dfull"
 
 
 def test_wide_csv_loads_with_tickers_from_column_names(tmp_path: Path) -> None:

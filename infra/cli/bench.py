@@ -1,0 +1,120 @@
+"""Benchmarks: each one prints one JSON object with its figure and its honest floor."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from infra.cli.common import (
+    bench_app,
+    check_backend,
+    console,
+    emit,
+    err,
+)
+from reflexmem.settings import Settings
+
+
+@bench_app.command("admission")
+def bench_admission(
+    rows: Annotated[int, typer.Option(help="Decisions to generate.")] = 100_000,
+    backend: Annotated[str, typer.Option(help="sqlite or postgres.")] = "sqlite",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Ingest + Great Expectations + admission against a bare bulk load, same run."""
+    from infra.bench_admission import run_bench
+
+    check_backend(backend)
+    emit(run_bench(Settings(), rows=rows, backend=backend, progress=not as_json), as_json)
+
+
+@bench_app.command("recall")
+def bench_recall_cmd(
+    cases: Annotated[int, typer.Option(help="Role cases in the generated store.")] = 100_000,
+    backend: Annotated[str, typer.Option(help="sqlite or postgres.")] = "sqlite",
+    queries: Annotated[int, typer.Option(help="Timed recalls.")] = 300,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Constrained recall latency over N role cases, against an unindexed scan."""
+    from infra.bench_recall import run_bench
+
+    check_backend(backend)
+    result = run_bench(
+        Settings(), cases=cases, backend=backend, queries=queries, progress=not as_json
+    )
+    emit(result, as_json)
+
+
+@bench_app.command("memory")
+def bench_memory_cmd(
+    episodes: Annotated[int, typer.Option(help="Episodes to time.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Microseconds per episode: retrieval + ranking + bandit, 500 entries per tier."""
+    from reflexmem.memory.bench import bench_memory
+
+    emit(bench_memory(episodes=episodes, seed=seed), as_json)
+
+
+@bench_app.command("ael")
+def bench_ael_cmd(
+    prices: Annotated[
+        Path | None, typer.Option(help="Price panel (CSV/Parquet, wide or long); default D-full.")
+    ] = None,
+    seeds: Annotated[int, typer.Option(help="Seeds 0..N-1 for the seeded methods.")] = 5,
+    methods: Annotated[
+        list[str] | None,
+        typer.Option(help="Methods, comma-separated or repeated; default all registered."),
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the rows here.")] = None,
+    plots: Annotated[Path | None, typer.Option(help="Write PNG plots into this folder.")] = None,
+    train_end: Annotated[
+        str | None, typer.Option(help="Last train date YYYY-MM-DD (with --val-end).")
+    ] = None,
+    val_end: Annotated[str | None, typer.Option(help="Last validation date YYYY-MM-DD.")] = None,
+    bars_per_year: Annotated[float, typer.Option(help="Annualisation (bars per year).")] = 1008,
+    no_mlflow: Annotated[bool, typer.Option("--no-mlflow", help="Skip MLflow lineage.")] = False,
+) -> None:
+    """AEL Table 2: baselines and learning agents over seeds, splits and cost levels."""
+    from datetime import date
+
+    from infra.bench_ael import parse_methods, run_command
+
+    try:
+        chosen = parse_methods(methods)
+        result = run_command(
+            prices=prices,
+            seeds=seeds,
+            methods=chosen,
+            json_out=json_out,
+            plots_dir=plots,
+            train_end=None if train_end is None else date.fromisoformat(train_end),
+            val_end=None if val_end is None else date.fromisoformat(val_end),
+            bars_per_year=bars_per_year,
+            tracking_uri=None if no_mlflow else Settings().resolved_tracking_uri,
+            console=console,
+        )
+    except ValueError as exc:
+        err.print(f"[red]bench ael:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    del result
+
+
+@bench_app.command("reflection")
+def bench_reflection_cmd(
+    cases: Annotated[int, typer.Option(help="Role cases in the batch.")] = 100_000,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
+) -> None:
+    """Evaluation + reflection directly vs through the Prefect flows, same batch."""
+    from infra.bench_reflection import run_bench
+
+    result = run_bench(cases)
+    if as_json:
+        sys.stdout.write(json.dumps(result) + "\n")
+    else:
+        console.print_json(data=result)
