@@ -83,6 +83,19 @@ class QuarantineReason(StrEnum):
     PREVIEW_REUSED = "preview_reused"
     PREVIEW_DOUBLE_CONSUME = "preview_double_consume"
     IDENTITY_MISMATCH = "identity_mismatch"
+    # Market bars (`expectations/bars.json`); each code is the `meta.name` of its expectation.
+    BAR_CLOSE_MISSING = "bar_close_missing"
+    BAR_CLOSE_INVALID = "bar_close_invalid"
+    BAR_OPEN_INVALID = "bar_open_invalid"
+    BAR_HIGH_INVALID = "bar_high_invalid"
+    BAR_LOW_INVALID = "bar_low_invalid"
+    BAR_VOLUME_INVALID = "bar_volume_invalid"
+    BAR_HIGH_BELOW_LOW = "bar_high_below_low"
+    BAR_IN_FUTURE = "bar_in_future"
+    BAR_DUPLICATE = "bar_duplicate"
+    BAR_NOT_INCREASING = "bar_not_increasing"
+    BAR_CLOSE_CONFLICT = "bar_close_conflict"
+    BAR_FIELDS_CONFLICT = "bar_fields_conflict"
 
 
 class SubjectKind(StrEnum):
@@ -90,3 +103,4 @@ class SubjectKind(StrEnum):
 
     EXECUTION = "execution"
     PREVIEW_CONSUMPTION = "preview_consumption"
+    BAR = "bar"
