@@ -100,6 +100,11 @@ def _validate(pdf: Any, name: str, parameters: dict[str, Any], key: str) -> pl.D
     )
 
 
+def validate_rows(pdf: Any, name: str, parameters: dict[str, Any], key: str) -> pl.DataFrame:
+    """Failures of a pandas batch under suite `name`: (key, expectation, severity) rows."""
+    return _validate(pdf, name, parameters, key)
+
+
 def checked_columns(name: str) -> list[str]:
     """The columns a suite's expectations read."""
     _, suite = _batch_definition(name)

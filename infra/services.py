@@ -41,6 +41,13 @@ def run_admission(
 
 
 def run_ingest(engine: sa.Engine, paths: Sequence[Path], kind: str | None = None) -> IngestReport:
-    """Ingest files in one transaction (all or nothing)."""
+    """Ingest files in one transaction (all or nothing); bars are guarded by their suite."""
+    from expectations.bars import validate_bars
+
     with engine.begin() as conn:
-        return ingest_files(conn, paths, kinds=[kind] * len(paths) if kind else None)
+        return ingest_files(
+            conn,
+            paths,
+            kinds=[kind] * len(paths) if kind else None,
+            validate_bars=validate_bars,
+        )

@@ -32,13 +32,15 @@ def db_upgrade() -> None:
 
 @app.command()
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="Parquet, CSV or JSONL ledger files.")],
+    paths: Annotated[
+        list[Path], typer.Argument(help="Parquet, CSV or JSONL ledger or bars files.")
+    ],
     kind: Annotated[
-        str | None, typer.Option(help="Kind of every file, if names don't tell.")
+        str | None, typer.Option(help="Kind of every file (e.g. bars), if names don't tell.")
     ] = None,
     admit: Annotated[bool, typer.Option("--admit/--no-admit", help="Run admission after.")] = False,
 ) -> None:
-    """Validate and load ledger files in one transaction; bad input writes nothing."""
+    """Load files in one transaction: unparseable input writes nothing, bad bars are quarantined."""
     from infra.services import ready_engine, run_admission, run_ingest
     from reflexmem.ingest.read import IngestError
 
@@ -52,8 +54,17 @@ def ingest(
         raise typer.Exit(2) from exc
     for path in report.skipped_files:
         console.print(f"unchanged (ingested before): {path}")
-    for k, n in report.added.items():
-        console.print(f"{k}: {n} new rows, {report.unchanged_rows.get(k, 0)} already stored")
+    for k in report.kinds:
+        line = (
+            f"{k}: {report.added.get(k, 0)} new rows, "
+            f"{report.unchanged_rows.get(k, 0)} already stored"
+        )
+        if k in report.quarantined:
+            line += f", {report.quarantined[k]} quarantined"
+        console.print(line)
+    if report.quarantine_reasons:
+        reasons = ", ".join(f"{r} {n}" for r, n in sorted(report.quarantine_reasons.items()))
+        console.print(f"quarantined by reason: {reasons}")
     if admit:
         print_admission(run_admission(engine, settings))
 

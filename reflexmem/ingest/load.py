@@ -3,6 +3,9 @@
 Rows go first into a temporary staging table by the database's bulk path; set-based SQL
 then rejects dangling references, rejects rows that contradict what is stored under the
 same key, and appends only keys not seen before, so re-ingesting a file changes nothing.
+Market bars take their own path (`reflexmem.ingest.bars`): a file that cannot be parsed
+still fails the whole ingest, but a bar that parses and breaks an expectation is
+quarantined while the rest of its file loads.
 """
 
 from __future__ import annotations
@@ -17,24 +20,38 @@ from pathlib import Path
 import polars as pl
 import sqlalchemy as sa
 
+from reflexmem.ingest.bars import BarValidator, load_bars
 from reflexmem.ingest.read import ROW, IngestError, LedgerFile, read_ledger_file
-from reflexmem.ingest.schemas import LOAD_ORDER, SCHEMAS, FileSchema
+from reflexmem.ingest.schemas import INGEST_ORDER, SCHEMAS, FileSchema
 from reflexmem.ledger.bulk import bulk_insert, quote_ident
 from reflexmem.ledger.models import Base, IngestedFile
 
 
 @dataclass
 class IngestReport:
-    """Rows added per kind, and files skipped because they were ingested before."""
+    """Rows added, already stored and quarantined per kind; files ingested before."""
 
     added: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     unchanged_rows: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    quarantined: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    quarantine_reasons: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     skipped_files: list[Path] = field(default_factory=list)
 
     @property
     def total_added(self) -> int:
         """All rows written."""
         return sum(self.added.values())
+
+    @property
+    def total_quarantined(self) -> int:
+        """All rows held back in `quarantine`."""
+        return sum(self.quarantined.values())
+
+    @property
+    def kinds(self) -> list[str]:
+        """The kinds this ingest loaded, in load order."""
+        seen = set(self.added) | set(self.unchanged_rows) | set(self.quarantined)
+        return [k for k in INGEST_ORDER if k in seen]
 
 
 def _table_columns(schema: FileSchema) -> list[str]:
@@ -96,7 +113,7 @@ def _check_references(conn: sa.Connection, file: LedgerFile, stage: str) -> None
         if col.references is None:
             continue
         parent = SCHEMAS[col.references]
-        c, pk = quote_ident(conn, col.name), quote_ident(conn, parent.key)
+        c, pk = quote_ident(conn, col.name), quote_ident(conn, parent.single_key)
         hit = conn.execute(
             sa.text(
                 f"SELECT s.{ROW}, s.{c} FROM {quote_ident(conn, stage)} s "
@@ -108,7 +125,7 @@ def _check_references(conn: sa.Connection, file: LedgerFile, stage: str) -> None
         if hit is not None:
             raise IngestError(
                 file.path,
-                f"{hit[1]!r} refers to no known {parent.kind[:-1]} ({parent.key})",
+                f"{hit[1]!r} refers to no known {parent.kind[:-1]} ({parent.single_key})",
                 row=int(hit[0]),
                 column=col.name,
             )
@@ -135,12 +152,13 @@ def _normalise_for_compare(frame: pl.DataFrame, json_cols: list[str]) -> pl.Data
 def _check_conflicts(conn: sa.Connection, file: LedgerFile, stage: str, frame: pl.DataFrame) -> int:
     """Rows already stored under the same key must be identical; returns how many there were."""
     schema = file.schema
+    keys = list(schema.key_columns)
     cols = _table_columns(schema)
     table = Base.metadata.tables[schema.table]
-    staged = sa.table(stage, sa.column(schema.key))
+    staged = sa.table(stage, *[sa.column(k) for k in keys])
     json_cols = [c.name for c in schema.columns if c.type == "json"]
     selected = [sa.cast(table.c[c], sa.Text) if c in json_cols else table.c[c] for c in cols]
-    query = sa.select(*selected).join(staged, staged.c[schema.key] == table.c[schema.key])
+    query = sa.select(*selected).join(staged, sa.and_(*[staged.c[k] == table.c[k] for k in keys]))
     rows = conn.execute(query).fetchall()
     if not rows:
         return 0
@@ -157,16 +175,17 @@ def _check_conflicts(conn: sa.Connection, file: LedgerFile, stage: str, frame: p
     )
     a = _normalise_for_compare(incoming.drop(ROW), json_cols).with_columns(incoming[ROW])
     b = _normalise_for_compare(stored, json_cols)
-    joined = a.join(b, on=schema.key, suffix="__stored")
+    joined = a.join(b, on=keys, suffix="__stored")
     for c in cols:
-        if c == schema.key:
+        if c in keys:
             continue
         differs = joined.filter(pl.col(c).ne_missing(pl.col(f"{c}__stored")))
         if differs.height:
             row = differs.sort(ROW).row(0, named=True)
+            key = row[keys[0]] if len(keys) == 1 else tuple(row[k] for k in keys)
             raise IngestError(
                 file.path,
-                f"key {row[schema.key]!r} is already stored with {c}={row[c + '__stored']!r}, "
+                f"key {key!r} is already stored with {c}={row[c + '__stored']!r}, "
                 f"this file says {row[c]!r}",
                 row=int(row[ROW]),
                 column=c,
@@ -176,22 +195,39 @@ def _check_conflicts(conn: sa.Connection, file: LedgerFile, stage: str, frame: p
 
 def _append_new(conn: sa.Connection, schema: FileSchema, stage: str) -> int:
     cols = ", ".join(quote_ident(conn, c) for c in _table_columns(schema))
-    key, table = quote_ident(conn, schema.key), quote_ident(conn, schema.table)
+    table = quote_ident(conn, schema.table)
+    same = " AND ".join(
+        f"t.{k} = s.{k}" for k in (quote_ident(conn, c) for c in schema.key_columns)
+    )
     result = conn.execute(
         sa.text(
             f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {quote_ident(conn, stage)} s "
-            f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE t.{key} = s.{key})"
+            f"WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {same})"
         )
     )
     return int(result.rowcount)
 
 
 def ingest_files(
-    conn: sa.Connection, paths: Sequence[Path], *, kinds: Sequence[str | None] | None = None
+    conn: sa.Connection,
+    paths: Sequence[Path],
+    *,
+    kinds: Sequence[str | None] | None = None,
+    validate_bars: BarValidator | None = None,
+    now: datetime | None = None,
 ) -> IngestReport:
-    """Validate every file, then load them in dependency order on `conn`'s transaction."""
+    """Validate every file, then load them in dependency order on `conn`'s transaction.
+
+    Bars files need `validate_bars` (the CLI passes `expectations.bars.validate_bars`);
+    `now` (aware, default the current time) stamps the load and bounds bar timestamps.
+    """
     kinds = kinds or [None] * len(paths)
     files = [read_ledger_file(p, k) for p, k in zip(paths, kinds, strict=True)]
+    if validate_bars is None and any(f.schema.suite == "bars" for f in files):
+        raise ValueError("bars files are judged by their expectation suite: pass validate_bars")
+    now = datetime.now(UTC) if now is None else now
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
     report = IngestReport()
     seen = set(conn.execute(sa.select(IngestedFile.sha256)).scalars())
     todo: list[tuple[LedgerFile, pl.DataFrame]] = []
@@ -201,21 +237,35 @@ def ingest_files(
         else:
             todo.append((f, _prepare(f)))
             seen.add(f.sha256)
-    todo.sort(key=lambda item: LOAD_ORDER.index(item[0].schema.kind))
-    now = datetime.now(UTC)
+    todo.sort(key=lambda item: INGEST_ORDER.index(item[0].schema.kind))
     for file, frame in todo:
+        kind = file.schema.kind
+        if file.schema.suite == "bars":
+            assert validate_bars is not None
+            bars = load_bars(conn, file, validate_bars, now=now)
+            report.added[kind] += bars.added
+            report.unchanged_rows[kind] += bars.unchanged
+            report.quarantined[kind] += bars.quarantined
+            for reason, n in bars.by_reason.items():
+                report.quarantine_reasons[reason] += n
+            _record(conn, file, frame.height, now)
+            continue
         stage = _stage(conn, file.schema, frame)
         _check_references(conn, file, stage)
         report.unchanged_rows[file.schema.kind] += _check_conflicts(conn, file, stage, frame)
         report.added[file.schema.kind] += _append_new(conn, file.schema, stage)
         conn.execute(sa.text(f"DROP TABLE {quote_ident(conn, stage)}"))
-        conn.execute(
-            sa.insert(IngestedFile).values(
-                sha256=file.sha256,
-                path=str(file.path),
-                kind=file.schema.kind,
-                rows=frame.height,
-                ingested_at=now,
-            )
-        )
+        _record(conn, file, frame.height, now)
     return report
+
+
+def _record(conn: sa.Connection, file: LedgerFile, rows: int, now: datetime) -> None:
+    conn.execute(
+        sa.insert(IngestedFile).values(
+            sha256=file.sha256,
+            path=str(file.path),
+            kind=file.schema.kind,
+            rows=rows,
+            ingested_at=now,
+        )
+    )

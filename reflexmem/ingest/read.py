@@ -76,7 +76,22 @@ def _read_raw(path: Path) -> pl.DataFrame:
             return pl.read_parquet(path)
         return pl.read_ndjson(path, infer_schema_length=None)
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        line = _first_broken_line(path) if fmt == "jsonl" else None
+        if line is not None:
+            raise IngestError(path, f"line {line} is not a JSON object: {exc}", row=line) from exc
         raise IngestError(path, f"cannot be read as {fmt}: {exc}") from exc
+
+
+def _first_broken_line(path: Path) -> int | None:
+    """The 1-based number of the first non-blank line that is not a JSON object."""
+    try:
+        lines = pl.Series(path.read_text(encoding="utf-8").split("\n"))
+    except (OSError, UnicodeDecodeError):
+        return None
+    text = lines.str.strip_chars()
+    bad = (text != "") & (~text.str.starts_with("{") | text.str.json_path_match("$").is_null())
+    hits = bad.arg_true()
+    return int(hits[0]) + 1 if hits.len() else None
 
 
 def _first_row(frame: pl.DataFrame, mask: pl.Series) -> int:
@@ -87,15 +102,22 @@ def _sample(frame: pl.DataFrame, mask: pl.Series, name: str) -> str:
     return repr(frame.filter(mask)[name][0])
 
 
-def _parse_timestamp(col: pl.Expr) -> pl.Expr:
+DAY_END = pl.duration(days=1, microseconds=-1)
+"""Added to a bare date's midnight: the last microsecond of that UTC day."""
+
+
+def _parse_timestamp(col: pl.Expr, *, day_end: bool = False) -> pl.Expr:
     text = col.str.strip_chars().str.replace(r"Z$", "+00:00").str.replace("T", " ")
+    date_only = text.str.to_datetime("%Y-%m-%d", strict=False, time_unit="us")
+    if day_end:
+        date_only = date_only + DAY_END
     return pl.coalesce(
         text.str.to_datetime("%Y-%m-%d %H:%M:%S%.f%:z", strict=False, time_zone="UTC"),
         text.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False).dt.replace_time_zone("UTC"),
         text.str.to_datetime("%Y-%m-%d %H:%M%:z", strict=False, time_zone="UTC"),
         text.str.to_datetime("%Y-%m-%d %H:%M", strict=False).dt.replace_time_zone("UTC"),
-        text.str.to_datetime("%Y-%m-%d", strict=False).dt.replace_time_zone("UTC"),
-    )
+        date_only.dt.replace_time_zone("UTC"),
+    ).dt.cast_time_unit("us")
 
 
 def _to_json_text(value: Any) -> str | None:
@@ -125,8 +147,9 @@ def _convert(source: pl.DataFrame, col: Column) -> pl.Expr:
                 else expr.dt.replace_time_zone("UTC")
             ).dt.cast_time_unit("us")
         if dtype == pl.Date:
-            return expr.cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
-        return _parse_timestamp(expr.cast(pl.String))
+            midnight = expr.cast(pl.Datetime("us"))
+            return (midnight + DAY_END if col.day_end else midnight).dt.replace_time_zone("UTC")
+        return _parse_timestamp(expr.cast(pl.String), day_end=col.day_end)
     if col.type == "bool":
         if dtype == pl.Boolean:
             return expr
@@ -198,7 +221,16 @@ def coerce(raw: pl.DataFrame, schema: FileSchema, path: Path) -> pl.DataFrame:
             )
         if col.default is not None:
             parsed = parsed.with_columns(pl.col(col.name).fill_null(col.default))
-        if col.required:
+        if col.max_length is not None:
+            long = parsed[col.name].str.len_chars() > col.max_length
+            if long.any():
+                raise IngestError(
+                    path,
+                    f"{_sample(parsed, long, col.name)} is longer than {col.max_length} characters",
+                    row=_first_row(parsed, long),
+                    column=col.name,
+                )
+        if col.required and not col.empty_ok:
             absent = parsed[col.name].is_null()
             if absent.any():
                 raise IngestError(
@@ -216,17 +248,25 @@ def coerce(raw: pl.DataFrame, schema: FileSchema, path: Path) -> pl.DataFrame:
                 )
         if col.type == "json":
             _check_json(parsed, col.name, path)
-    dup = parsed[schema.key].is_duplicated()
+    if schema.suite is None:
+        _check_unique_key(parsed, schema, path)
+    return parsed
+
+
+def _check_unique_key(parsed: pl.DataFrame, schema: FileSchema, path: Path) -> None:
+    keys = list(schema.key_columns)
+    dup = parsed.select(keys).is_duplicated()
     if dup.any():
-        key = parsed.filter(dup)[schema.key][0]
-        rows = parsed.filter(pl.col(schema.key) == key)[ROW].to_list()
+        first = parsed.filter(dup).select(keys).row(0)
+        same = pl.all_horizontal([pl.col(k) == v for k, v in zip(keys, first, strict=True)])
+        rows = parsed.filter(same)[ROW].to_list()
+        shown = first[0] if len(keys) == 1 else first
         raise IngestError(
             path,
-            f"duplicate key {key!r} (also in row {rows[0]})",
+            f"duplicate key {shown!r} (also in row {rows[0]})",
             row=rows[1],
-            column=schema.key,
+            column=", ".join(keys),
         )
-    return parsed
 
 
 def read_ledger_file(path: Path, kind: str | None = None) -> LedgerFile:

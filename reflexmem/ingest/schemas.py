@@ -1,7 +1,9 @@
 """The file contracts of `reflexmem ingest`, one per ledger table.
 
 A schema is data, so that the README's tables, the validator and the loader can never
-disagree about a column.
+disagree about a column. Ledger kinds fail the whole file on any bad row; a kind with a
+`suite` (market bars) fails only on what cannot be parsed and leaves rows that parse but
+break an expectation to that suite, which quarantines them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ class Column:
     references: str | None = None
     default: str | float | int | bool | None = None
     doc: str = ""
+    max_length: int | None = None
+    empty_ok: bool = False
+    """The column must be present, but an empty value is for the kind's suite to judge."""
+    day_end: bool = False
+    """A bare date (no time) means the last microsecond of that UTC day, not its start."""
 
 
 @dataclass(frozen=True)
@@ -35,14 +42,28 @@ class FileSchema:
 
     kind: str
     table: str
-    key: str
+    key: str | tuple[str, ...]
     columns: tuple[Column, ...]
     doc: str = ""
     depends_on: tuple[str, ...] = field(default=())
+    suite: str | None = None
+    """Expectation suite that quarantines rows of this kind (None: a bad row fails the file)."""
 
     def column(self, name: str) -> Column:
         """The column called `name`."""
         return next(c for c in self.columns if c.name == name)
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """The key as a tuple of column names (one for ledger kinds, two for bars)."""
+        return (self.key,) if isinstance(self.key, str) else self.key
+
+    @property
+    def single_key(self) -> str:
+        """The key column of a kind that other kinds may refer to."""
+        if not isinstance(self.key, str):
+            raise TypeError(f"{self.kind} has a composite key {self.key}")
+        return self.key
 
 
 DECISIONS = FileSchema(
@@ -157,7 +178,37 @@ OUTCOMES = FileSchema(
     ),
 )
 
+BARS = FileSchema(
+    kind="bars",
+    table="market_bars",
+    key=("symbol", "ts"),
+    suite="bars",
+    doc="Market bars, daily or intraday: the prices positions settle on.",
+    columns=(
+        Column("symbol", max_length=32, doc="the asset, spelled as decisions spell it"),
+        Column(
+            "ts",
+            "timestamp",
+            day_end=True,
+            doc="when the bar closed; a bare date means the end of that UTC day",
+        ),
+        Column("open", "float", required=False),
+        Column("high", "float", required=False),
+        Column("low", "float", required=False),
+        Column(
+            "close",
+            "float",
+            empty_ok=True,
+            doc="the price of record; an empty or non-positive close is quarantined",
+        ),
+        Column("volume", "float", required=False),
+    ),
+)
+
 SCHEMAS: dict[str, FileSchema] = {
-    s.kind: s for s in (DECISIONS, PREVIEWS, EXECUTIONS, FILLS, OUTCOMES)
+    s.kind: s for s in (DECISIONS, PREVIEWS, EXECUTIONS, FILLS, OUTCOMES, BARS)
 }
 LOAD_ORDER: tuple[str, ...] = ("decisions", "previews", "executions", "fills", "outcomes")
+"""The ledger kinds in dependency order."""
+INGEST_ORDER: tuple[str, ...] = ("bars", *LOAD_ORDER)
+"""Every kind in the order one ingest loads them; bars depend on nothing."""

@@ -7,12 +7,16 @@ sorted clock at a time: a batch of a million positions on ten symbols costs ten
 vectorized lookups, not a million.
 
 A close is known only once its bar has ended, so every lookup is "at or before"; a
-query never sees a price stamped after the instant it asks about.
+query never sees a price stamped after the instant it asks about. Where the series come
+from (the ledger's `market_bars`, a panel file) is `reflexmem.maturation.providers`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
@@ -65,7 +69,8 @@ class PriceSource(Protocol):
         ...
 
 
-def _bars_per_day(ts: TimeArray) -> float:
+def bars_per_day(ts: TimeArray) -> float:
+    """Bars per calendar day that has any bar (at least 1): scales bar volatility to daily."""
     if ts.size == 0:
         return 1.0
     days = np.unique(ts.astype("datetime64[D]")).size
@@ -74,23 +79,28 @@ def _bars_per_day(ts: TimeArray) -> float:
 
 def series_from_panel(panel: PricePanel) -> dict[str, PriceSeries]:
     """Split a price panel into per-symbol series on the panel's clock."""
-    bpd = _bars_per_day(panel.timestamps)
+    bpd = bars_per_day(panel.timestamps)
     return {
         t: PriceSeries(panel.timestamps, panel.closes[:, j], bpd)
         for j, t in enumerate(panel.tickers)
     }
 
 
-def read_daily_csv(path: Path) -> PriceSeries:
-    """A `Date,Close,...` daily file, each close stamped at 16:00 New York in UTC."""
-    frame = pl.read_csv(path, columns=["Date", "Close"], try_parse_dates=False)
-    stamps = (
-        (pl.col("Date").cast(pl.String) + " " + DAILY_CLOSE_LOCAL)
+def daily_close_stamp(date: pl.Expr) -> pl.Expr:
+    """A `YYYY-MM-DD` date as the UTC instant of that day's 16:00 New York close (naive)."""
+    return (
+        (date.cast(pl.String) + " " + DAILY_CLOSE_LOCAL)
         .str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="us")
         .dt.replace_time_zone("America/New_York")
         .dt.convert_time_zone("UTC")
         .dt.replace_time_zone(None)
     )
+
+
+def read_daily_csv(path: Path) -> PriceSeries:
+    """A `Date,Close,...` daily file, each close stamped at 16:00 New York in UTC."""
+    frame = pl.read_csv(path, columns=["Date", "Close"], try_parse_dates=False)
+    stamps = daily_close_stamp(pl.col("Date"))
     clean = frame.select(stamps.alias("ts"), pl.col("Close").cast(pl.Float64)).drop_nulls()
     clean = clean.sort("ts").unique("ts", keep="last", maintain_order=True)
     return PriceSeries(
@@ -98,8 +108,14 @@ def read_daily_csv(path: Path) -> PriceSeries:
     )
 
 
+def as_utc(stamp: np.datetime64) -> datetime:
+    """A naive-UTC numpy stamp as an aware `datetime`."""
+    naive: datetime = stamp.astype("datetime64[us]").item()
+    return naive.replace(tzinfo=UTC)
+
+
 class MappingPrices:
-    """A `PriceSource` over an in-memory mapping of symbol to series."""
+    """A `PriceSource` over an in-memory mapping of symbol to series (also a provider)."""
 
     def __init__(self, series: dict[str, PriceSeries]) -> None:
         self._series = dict(series)
@@ -112,6 +128,16 @@ class MappingPrices:
     def symbols(self) -> tuple[str, ...]:
         """Every symbol the source carries, sorted."""
         return tuple(sorted(self._series))
+
+    def for_symbols(self, symbols: Iterable[str]) -> MappingPrices:
+        """The series of `symbols` this source carries (others are simply absent)."""
+        wanted = set(symbols)
+        return MappingPrices({s: v for s, v in self._series.items() if s in wanted})
+
+    def newest(self) -> datetime | None:
+        """The newest bar stamp over all symbols (aware UTC), None when there is none."""
+        ends = [s.last for s in self._series.values() if s.timestamps.size]
+        return as_utc(max(ends)) if ends else None
 
 
 def dfull_prices(root: Path | None = None) -> MappingPrices:
@@ -259,3 +285,41 @@ def trailing_signal(
             sig = np.clip(move / sigma, -1.0, 1.0)
         out[rows] = np.where(ok & (sigma > 0), sig, np.nan)
     return out
+
+
+class Unsettled(StrEnum):
+    """Why a position cannot settle yet."""
+
+    NO_MARKET_DATA = "no_market_data"
+    """No bar of the symbol at all, or a gap: the series passed the target with no bar
+    after the position opened. Waiting will not help; prices must be supplied."""
+    AWAITING_PRICES = "awaiting_prices"
+    """The series has not reached the target yet; the next bars may settle it."""
+
+
+def unsettled_reasons(
+    source: PriceSource, symbols: npt.NDArray[np.str_], opened: TimeArray, target: TimeArray
+) -> npt.NDArray[np.str_]:
+    """Per position, `no_market_data` or `awaiting_prices` (see `Unsettled`).
+
+    `no_market_data` when the source has no bar of the symbol, or its newest bar is at
+    or after `target` while no bar lies in (`opened`, `target`]; `awaiting_prices`
+    otherwise (the series simply ends before `target`, or `target` is NaT). A NaT
+    `opened` bounds nothing: any bar at or before `target` counts. Meant for positions that did not
+    settle: a settleable one (a bar in the window and the series past `target`) reads
+    `awaiting_prices`. Two `searchsorted` calls per symbol, whatever the batch size.
+    """
+    n = symbols.size
+    out = np.full(n, Unsettled.NO_MARKET_DATA.value, dtype=object)
+    o_us = np.asarray(opened, dtype="datetime64[us]")
+    t_us = np.asarray(target, dtype="datetime64[us]")
+    for symbol, rows in _group_indices(symbols):
+        s = source.series(symbol)
+        if s is None or s.timestamps.size == 0:
+            continue
+        lo = np.searchsorted(s.timestamps, o_us[rows], side="right")
+        lo = np.where(np.isnat(o_us[rows]), 0, lo)
+        hi = np.searchsorted(s.timestamps, t_us[rows], side="right")
+        gap = (s.last >= t_us[rows]) & (hi <= lo)
+        out[rows] = np.where(gap, Unsettled.NO_MARKET_DATA.value, Unsettled.AWAITING_PRICES.value)
+    return out.astype(str)
