@@ -13,7 +13,7 @@ the whole file's duplicates, and every other expectation reads only its own row
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 import polars as pl
 
@@ -23,13 +23,20 @@ from reflexmem.ingest.read import ROW
 SUITE = "bars"
 CHUNK_ROWS = 200_000
 PRICES = ("open", "high", "low", "close", "volume")
+STAMPS = ("ts", "prev_ts")
 COLUMNS = (ROW, "symbol", "ts", "prev_ts", *PRICES, "stored_close", "fields", "stored_fields")
 
 
 def _for_pandas(frame: pl.DataFrame) -> pl.DataFrame:
-    """NaN becomes +inf: pandas reads NaN as missing, which would let it pass unchecked."""
+    """The columns the suite reads, shaped for pandas.
+
+    NaN becomes +inf: pandas reads NaN as missing, which would let it pass unchecked.
+    Stamps become naive UTC (and `now` with them): Great Expectations reads tz-aware
+    pandas columns through a path pandas deprecates.
+    """
     return frame.select(COLUMNS).with_columns(
-        [pl.col(c).fill_nan(float("inf")) for c in (*PRICES, "stored_close")]
+        *[pl.col(c).fill_nan(float("inf")) for c in (*PRICES, "stored_close")],
+        *[pl.col(c).dt.convert_time_zone("UTC").dt.replace_time_zone(None) for c in STAMPS],
     )
 
 
@@ -45,8 +52,11 @@ def validate_bars(
     frame: pl.DataFrame, now: datetime, *, chunk_rows: int = CHUNK_ROWS
 ) -> pl.DataFrame:
     """Failures of prepared bars: one row per (`_row`, failed `expectation`)."""
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    naive_now = now.astimezone(UTC).replace(tzinfo=None)
     failures = [
-        validate_rows(_for_pandas(chunk).to_pandas(), SUITE, {"now": now}, ROW).select(
+        validate_rows(_for_pandas(chunk).to_pandas(), SUITE, {"now": naive_now}, ROW).select(
             pl.col(ROW).cast(pl.Int64), "expectation"
         )
         for chunk in _chunks(frame, chunk_rows)
