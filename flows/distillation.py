@@ -1,9 +1,10 @@
-"""Semantic distillation on a schedule, and episode recording with its bandit update.
+"""Episode recording with its learning cycle, and a distillation sweep on a schedule.
 
-`distillation` finds every namespace that has accumulated a completed window of ten
-new episodes and distils it (idempotent: a re-run writes nothing). `record_episodes`
-is where episodes enter the ledger, so it is also where the bandit learns. Both publish
-a table artifact of what they changed.
+`record_episodes` is where episodes enter the ledger, so it is also where the learning
+cycle runs: bandit credit, distillation of every window the batch closes, evolution
+gate. `distillation` sweeps up every closed learning window left undistilled (recorded
+with ``distill=False``, or before recording distilled) and distils it (idempotent: a
+re-run writes nothing). Both publish a table artifact of what they changed.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ DISTILLATION_CRON = "*/15 * * * *"
 
 @flow(name="distillation")
 def distillation(database_url: str | None = None) -> list[dict[str, Any]]:
-    """Distil every namespace with ten new episodes; publish what was written."""
+    """Distil every closed learning window left undistilled; publish what was written."""
     url = database_url or Settings().resolved_database_url
     due = namespaces_due(url)
     rows: list[dict[str, Any]] = []
@@ -54,10 +55,11 @@ def record_episodes(
     episodes: list[dict[str, Any]],
     database_url: str | None = None,
     seed: int = 0,
+    distill: bool = True,
 ) -> dict[str, Any]:
-    """Record episodes and credit the bandit; publish the posterior changes."""
+    """Record episodes through the learning cycle; publish the posterior changes."""
     url = database_url or Settings().resolved_database_url
-    report = record_task(url, agent_id, namespace, episodes, seed)
+    report = record_task(url, agent_id, namespace, episodes, seed, distill)
     summary = {
         "agent_id": report.agent_id,
         "namespace": report.namespace,
@@ -67,6 +69,7 @@ def record_episodes(
         "refused": len(report.refused),
         "bandit_updates": dict(report.bandit_updates),
         "windows_closed": list(report.windows_closed),
+        "windows_distilled": [d.window_key for d in report.distilled],
         "evolved": list(report.evolved),
     }
     create_table_artifact(
@@ -75,7 +78,8 @@ def record_episodes(
         or [{"policy": "-", "updates": 0}],
         description=(
             f"{report.episodes} episode(s) for {report.agent_id} in {report.namespace}; "
-            f"{report.stored} stored, windows closed: {len(report.windows_closed)}, "
+            f"{report.stored} stored, windows closed: {len(report.windows_closed)} "
+            f"(distilled {len(report.distilled)}), "
             f"policies evolved: {len(report.evolved)}"
         ),
     )

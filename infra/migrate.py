@@ -27,6 +27,12 @@ def upgrade(engine: sa.Engine, revision: str = "head") -> None:
         command.upgrade(_config(conn), revision)
 
 
+def downgrade(engine: sa.Engine, revision: str) -> None:
+    """Take the ledger schema back to `revision` (tests of a migration's upgrade path)."""
+    with engine.begin() as conn:
+        command.downgrade(_config(conn), revision)
+
+
 def revision(engine: sa.Engine, message: str) -> None:
     """Autogenerate a new migration against the current database (developer tool)."""
     with engine.begin() as conn:

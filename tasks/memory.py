@@ -7,7 +7,9 @@ from typing import Any
 from prefect import task
 
 from infra.db import make_engine
-from reflexmem.memory.persist import EpisodeInput, MemoryLedger, RecordReport
+from reflexmem.memory.cycle import EpisodeInput
+from reflexmem.memory.ledger_agents import MemoryLedger
+from reflexmem.memory.ledger_episodes import RecordReport
 
 
 @task(name="memory-namespaces-due", retries=1, retry_delay_seconds=2)
@@ -52,8 +54,12 @@ def record_episodes(
     namespace: str,
     episodes: list[dict[str, Any]],
     seed: int = 0,
+    distill: bool = True,
 ) -> RecordReport:
-    """Record settled episodes: ledger rows, episodic memory and the bandit update."""
+    """Record settled episodes: ledger rows, episodic memory, credit, distillation, gate.
+
+    ``distill=False`` leaves the windows the batch closes to the distillation flow.
+    """
     engine = make_engine(database_url)
     try:
         inputs = [
@@ -67,6 +73,8 @@ def record_episodes(
             )
             for e in episodes
         ]
-        return MemoryLedger(engine, seed=seed).record_episodes(agent_id, namespace, inputs)
+        return MemoryLedger(engine, seed=seed).record_episodes(
+            agent_id, namespace, inputs, distill=distill
+        )
     finally:
         engine.dispose()

@@ -61,6 +61,27 @@ def bench_memory_cmd(
     emit(bench_memory(episodes=episodes, seed=seed), as_json)
 
 
+@bench_app.command("episodes")
+def bench_episodes_cmd(
+    episodes: Annotated[int, typer.Option(help="Episodes to record.")] = 20_000,
+    backend: Annotated[str, typer.Option(help="sqlite or postgres.")] = "sqlite",
+    batch: Annotated[
+        int | None, typer.Option(help="Episodes per record_episodes call (default: all).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Ledger episode recording (learning cycle) against a bare bulk load and the loop."""
+    from infra.bench_episodes import run_bench
+
+    check_backend(backend)
+    try:
+        result = run_bench(Settings(), episodes=episodes, backend=backend, batch=batch)
+    except ValueError as exc:
+        err.print(f"[red]bench episodes:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    emit(result, as_json)
+
+
 @bench_app.command("ael")
 def bench_ael_cmd(
     prices: Annotated[

@@ -57,9 +57,10 @@ from reflexmem.ael.reflect import Reflection, reflect
 from reflexmem.ael.table import register_method, registered_methods
 from reflexmem.ael.tools import ToolConfig, ToolReport, run_tools
 from reflexmem.memory.entries import MemoryEntry, Tier
-from reflexmem.memory.loop import LearningLoop, LoopConfig
+from reflexmem.memory.loop import LearningLoop
 from reflexmem.memory.policies import FULL_DETAILED, Retrieval, default_policies
 from reflexmem.memory.ranking import RankedEntry
+from reflexmem.memory.schedule import LearningSchedule
 from reflexmem.memory.store import InMemoryStore
 from reflexmem.registry import load_registry
 
@@ -363,13 +364,13 @@ class LearningAgent:
         self.freeze_after = freeze_after
         bandit_rng = np.random.default_rng(int(rng.integers(0, 2**63 - 1)))
         policies = default_policies() if self.variant.bandit else (FULL_DETAILED,)
-        config = LoopConfig(window_size=window, warmup_episodes=self.variant.warmup)
+        schedule = LearningSchedule(window_size=window, warmup_episodes=self.variant.warmup)
         self.store = InMemoryStore()
         self.loop = LearningLoop(
             f"agent:{self.variant.name}",
             store=self.store,
             policies=policies,
-            config=config,
+            schedule=schedule,
             rng=bandit_rng,
         )
         self.overhead = Overhead()
@@ -489,7 +490,7 @@ class LearningAgent:
         return ctx, f"reflection {refl.label} confidence {refl.confidence:.2f}"
 
     def _maybe_reflect(self, view: MarketView) -> None:
-        window = self.loop.config.window_size
+        window = self.loop.schedule.window_size
         n = len(self.outcomes)
         if (
             not self.variant.reflection

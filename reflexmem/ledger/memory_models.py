@@ -38,13 +38,21 @@ ENTRY_STATE_TYPE = _checked(tuple(s.value for s in EntryState), "memory_state")
 
 
 class MemoryNamespace(Base):
-    """Per-namespace counters: the next episode index and the newest episode seen."""
+    """Per-namespace counters, and the learning state recording needs between batches.
+
+    ``learning`` (JSON, migration 0004b) is ``{"agent": id, "recent": [[episode, policy,
+    reward], ...]}``: the agent that learns in this namespace and the rewards of its
+    learning episodes that the open window's FCC credit and the next evolution gates
+    still need (at most one gate span, 50 episodes by default). Keeping them here means
+    a gate check never re-reads the `episodes` table.
+    """
 
     __tablename__ = "memory_namespaces"
 
     namespace: Mapped[str] = mapped_column(NAMESPACE, primary_key=True)
     next_episode: Mapped[int] = mapped_column(default=0, server_default="0")
     clock: Mapped[int] = mapped_column(default=0, server_default="0")
+    learning: Mapped[Any | None] = mapped_column(sa.JSON(none_as_null=True))
     updated_at: Mapped[datetime]
 
 

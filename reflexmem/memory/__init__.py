@@ -10,9 +10,10 @@ from reflexmem.memory.bandit import (
     ThompsonBandit,
     reward_from_outcome,
 )
+from reflexmem.memory.cycle import EpisodeInput, EvolutionEvent, LearningState, settle_episode
 from reflexmem.memory.distill import DistillConfig, DistillReport, Pattern, distill_window
 from reflexmem.memory.entries import TIER_BOOST, EntryState, FrozenError, MemoryEntry, Tier
-from reflexmem.memory.loop import EpisodeReport, EvolutionEvent, LearningLoop, LoopConfig
+from reflexmem.memory.loop import EpisodeReport, LearningLoop
 from reflexmem.memory.policies import (
     RenderFormat,
     Retrieval,
@@ -22,6 +23,7 @@ from reflexmem.memory.policies import (
     retrieve,
 )
 from reflexmem.memory.ranking import MatchFn, RankedEntry, TokenOverlapMatcher, rank
+from reflexmem.memory.schedule import LearningSchedule
 from reflexmem.memory.store import InMemoryStore, MemoryStore, WriteResult
 
 __all__ = [
@@ -31,12 +33,14 @@ __all__ = [
     "DistillConfig",
     "DistillReport",
     "EntryState",
+    "EpisodeInput",
     "EpisodeReport",
     "EvolutionEvent",
     "FrozenError",
     "InMemoryStore",
     "LearningLoop",
-    "LoopConfig",
+    "LearningSchedule",
+    "LearningState",
     "MatchFn",
     "MemoryEntry",
     "MemoryStore",
@@ -55,4 +59,5 @@ __all__ = [
     "rank",
     "retrieve",
     "reward_from_outcome",
+    "settle_episode",
 ]

@@ -128,10 +128,17 @@ def update(state: BanditState, arm: str, reward: float, weight: float = 1.0) -> 
     if not (math.isfinite(weight) and weight >= 0):
         raise ValueError(f"weight must be finite and >= 0, got {weight!r}")
     i = state.index(arm)
-    alpha, beta = list(state.alpha), list(state.beta)
-    alpha[i] += weight * reward
-    beta[i] += weight * (1.0 - reward)
-    return BanditState(state.arms, tuple(alpha), tuple(beta))
+    a = state.alpha[i] + weight * reward
+    b = state.beta[i] + weight * (1.0 - reward)
+    if not (math.isfinite(a) and math.isfinite(b)):
+        raise ValueError(f"posterior of {arm!r} overflowed: alpha={a!r}, beta={b!r}")
+    # Only arm i changed and it stays finite and positive: skip re-validating every arm
+    # (an agent with hundreds of evolved arms updates once per episode).
+    updated = object.__new__(BanditState)
+    object.__setattr__(updated, "arms", state.arms)
+    object.__setattr__(updated, "alpha", (*state.alpha[:i], a, *state.alpha[i + 1 :]))
+    object.__setattr__(updated, "beta", (*state.beta[:i], b, *state.beta[i + 1 :]))
+    return updated
 
 
 def update_fractional(

@@ -7,99 +7,36 @@ This is the surface the AEL benchmark agent calls once per episode::
     ...                                    # the agent acts; the episode settles
     loop.record_episode(text, outcome, quality, tags)
 
-``record_episode`` is where every learning rule of the model is applied, in a fixed
-order: the episode is written to episodic memory, the bandit is credited, and at the end
-of each window the window is distilled and the evolution gate is checked. Keeping the
-order in one place is what makes a run reproducible from its seed.
+``record_episode`` hands the episode to :func:`reflexmem.memory.cycle.settle_episode`,
+the one implementation of the learning rules (the ledger's ``record_episodes`` calls the
+same function), so a run is reproducible from its seed and identical to the same
+episodes recorded in the ledger.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from reflexmem.memory.bandit import (
-    BanditState,
-    CreditMode,
-    ThompsonBandit,
-    best_arm,
-    reward_from_outcome,
+from reflexmem.memory import bandit as bandit_fns
+from reflexmem.memory.bandit import BanditState, CreditMode, as_generator
+from reflexmem.memory.cycle import (
+    EpisodeInput,
+    EpisodeRecord,
+    EvolutionEvent,
+    LearningState,
+    settle_episode,
 )
-from reflexmem.memory.distill import DistillConfig, DistillReport, distill_window
-from reflexmem.memory.entries import FrozenError, MemoryEntry, Tier
-from reflexmem.memory.policies import Retrieval, RetrievalPolicy, default_policies, derive_policy
+from reflexmem.memory.distill import DistillReport
+from reflexmem.memory.entries import FrozenError
+from reflexmem.memory.policies import Retrieval, RetrievalPolicy, default_policies
 from reflexmem.memory.policies import retrieve as retrieve_with
 from reflexmem.memory.ranking import MatchFn
+from reflexmem.memory.schedule import LearningSchedule
 from reflexmem.memory.store import InMemoryStore, MemoryStore, WriteResult
-
-WARMUP_EPISODES = 15
-GATE_START_WINDOW = 10
-GATE_EVERY_WINDOWS = 5
-GATE_THRESHOLD = 0.4
-
-
-@dataclass(frozen=True, slots=True)
-class LoopConfig:
-    """Schedule and thresholds of the loop; defaults are the specification's values.
-
-    ``warmup_episodes``: the first that many episodes apply no learning update (no
-    posterior update, no distillation, no promotion, no evolution) although they are
-    still recorded in episodic memory. The gate checks at the end of completed window
-    ``gate_start_window`` and every ``gate_every_windows`` windows after it.
-    """
-
-    window_size: int = 10
-    warmup_episodes: int = WARMUP_EPISODES
-    gate_start_window: int = GATE_START_WINDOW
-    gate_every_windows: int = GATE_EVERY_WINDOWS
-    gate_threshold: float = GATE_THRESHOLD
-    credit: CreditMode = CreditMode.UNIFORM
-    distill: DistillConfig = field(default_factory=DistillConfig)
-
-    def __post_init__(self) -> None:
-        if self.window_size < 1 or self.gate_every_windows < 1 or self.gate_start_window < 1:
-            raise ValueError("window_size and gate windows must be >= 1")
-        if self.warmup_episodes < 0:
-            raise ValueError("warmup_episodes must be >= 0")
-
-
-@dataclass(frozen=True, slots=True)
-class EvolutionEvent:
-    """Why and when the gate added a policy; the audit trail of policy evolution."""
-
-    window: int
-    episode: int
-    mean_reward: float
-    threshold: float
-    parent: str
-    policy: RetrievalPolicy
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able form."""
-        return {
-            "window": self.window,
-            "episode": self.episode,
-            "mean_reward": self.mean_reward,
-            "threshold": self.threshold,
-            "parent": self.parent,
-            "policy": self.policy.to_dict(),
-            "reason": self.reason,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class EpisodeRecord:
-    """One settled episode as the loop saw it."""
-
-    episode: int
-    policy: str
-    outcome: float
-    reward: float
-    learned: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +58,7 @@ class LearningLoop:
         *,
         store: MemoryStore | None = None,
         policies: Sequence[RetrievalPolicy] | None = None,
-        config: LoopConfig | None = None,
+        schedule: LearningSchedule | None = None,
         rng: np.random.Generator | int | None = 0,
         match_fn: MatchFn | None = None,
     ) -> None:
@@ -130,18 +67,17 @@ class LearningLoop:
         chosen = tuple(policies) if policies is not None else default_policies()
         if not chosen:
             raise ValueError("a learning loop needs at least one policy")
+        if len({p.name for p in chosen}) != len(chosen):
+            raise ValueError("policy names must be unique")
         self._namespace = namespace
         self._store: MemoryStore = store if store is not None else InMemoryStore()
-        self._policies: dict[str, RetrievalPolicy] = {p.name: p for p in chosen}
-        if len(self._policies) != len(chosen):
-            raise ValueError("policy names must be unique")
-        self._config = config if config is not None else LoopConfig()
-        self._bandit = ThompsonBandit(list(self._policies), rng)
+        self._schedule = schedule if schedule is not None else LearningSchedule()
+        self._state = LearningState.initial(chosen)
+        self._rng = as_generator(rng)
         self._match_fn = match_fn
         self._episode = 0
         self._current: RetrievalPolicy | None = None
         self._history: list[EpisodeRecord] = []
-        self._window: list[tuple[str, float]] = []
         self._events: list[EvolutionEvent] = []
         self._frozen = False
 
@@ -156,9 +92,9 @@ class LearningLoop:
         return self._episode
 
     @property
-    def config(self) -> LoopConfig:
-        """The loop's schedule and thresholds."""
-        return self._config
+    def schedule(self) -> LearningSchedule:
+        """The loop's learning schedule (windows, warm-up, gate, credit, distillation)."""
+        return self._schedule
 
     @property
     def store(self) -> MemoryStore:
@@ -168,12 +104,17 @@ class LearningLoop:
     @property
     def policies(self) -> tuple[RetrievalPolicy, ...]:
         """Current policies in bandit-arm order, evolved ones last."""
-        return tuple(self._policies.values())
+        return self._state.policies
 
     @property
     def bandit_state(self) -> BanditState:
         """The current posterior over policies."""
-        return self._bandit.state
+        return self._state.bandit
+
+    @property
+    def state(self) -> LearningState:
+        """The whole learned state as a value (posterior, policies, pending rewards)."""
+        return self._state
 
     @property
     def events(self) -> tuple[EvolutionEvent, ...]:
@@ -202,18 +143,23 @@ class LearningLoop:
         The store is frozen as a whole, so other namespaces sharing it freeze too.
         """
         self._frozen = True
-        self._bandit.freeze()
         self._store.freeze()
 
     def unfreeze(self) -> None:
         """Allow learning again."""
         self._frozen = False
-        self._bandit.unfreeze()
         self._store.unfreeze()
 
-    def select_policy(self) -> RetrievalPolicy:
-        """Thompson-sample the policy for the episode in progress (warm-up included)."""
-        self._current = self._policies[self._bandit.select()]
+    def select_policy(self, name: str | None = None) -> RetrievalPolicy:
+        """Pick the policy for the episode in progress (warm-up included).
+
+        By default a Thompson sample from the posterior. ``name`` forces that policy
+        instead and draws nothing from the generator (replaying a recorded run, or
+        comparing with the ledger path); an unknown name raises KeyError.
+        """
+        if name is None:
+            name = bandit_fns.select(self._state.bandit, self._rng)
+        self._current = self._state.policy(name)
         return self._current
 
     def retrieve(self, query: str) -> Retrieval:
@@ -250,94 +196,36 @@ class LearningLoop:
         if self._frozen:
             raise FrozenError("learning loop is frozen: record_episode refused")
         policy = self._require_policy()
-        reward = reward_from_outcome(outcome)
-        clipped = min(max(float(outcome), -1.0), 1.0)
-        episode = self._episode
-        cfg = self._config
-        entry = MemoryEntry(
-            id=f"epi:{self._namespace}:{episode}",
-            namespace=self._namespace,
-            tier=Tier.EPISODIC,
-            text=text,
-            tags=tuple(tags),
-            quality=quality,
-            created_episode=episode,
-            source_ids=tuple(source_ids),
-            outcome=clipped,
+        episode = EpisodeInput(text, outcome, quality, tuple(tags), policy.name, tuple(source_ids))
+        self._state, settled = settle_episode(
+            self._schedule, self._store, self._namespace, self._state, self._episode, episode
         )
-        write = self._store.put(entry)
-        learned = episode >= cfg.warmup_episodes
-        record = EpisodeRecord(episode, policy.name, clipped, reward, learned)
-        self._history.append(record)
-        if learned:
-            if cfg.credit is CreditMode.UNIFORM:
-                self._bandit.update(policy.name, reward)
-            else:
-                self._window.append((policy.name, reward))
-        distilled: DistillReport | None = None
-        event: EvolutionEvent | None = None
-        if (episode + 1) % cfg.window_size == 0:
-            distilled, event = self._close_window(episode, learned)
+        self._history.append(settled.record)
+        if settled.evolution is not None:
+            self._events.append(settled.evolution)
         self._episode += 1
         self._current = None
-        return EpisodeReport(record, write, distilled, event)
-
-    def _close_window(
-        self, episode: int, learned: bool
-    ) -> tuple[DistillReport | None, EvolutionEvent | None]:
-        cfg = self._config
-        if self._window:
-            arms, rewards = zip(*self._window, strict=True)
-            self._bandit.update_fractional(arms, rewards)
-            self._window.clear()
-        if not learned:
-            return None, None
-        end = episode + 1
-        report = distill_window(
-            self._store, self._namespace, end - cfg.window_size, end, cfg.distill
-        )
-        return report, self._gate(end // cfg.window_size, episode)
-
-    def _gate(self, window: int, episode: int) -> EvolutionEvent | None:
-        cfg = self._config
-        if window < cfg.gate_start_window or (window - cfg.gate_start_window) % (
-            cfg.gate_every_windows
-        ):
-            return None
-        since = (window - cfg.gate_every_windows) * cfg.window_size
-        rewards = [r.reward for r in self._history if r.learned and r.episode >= since]
-        if not rewards:
-            return None
-        mean = float(np.mean(rewards))
-        if mean >= cfg.gate_threshold:
-            return None
-        parent = best_arm(self._bandit.state)
-        policy = derive_policy(self._policies[parent], self._policies)
-        reason = (
-            f"mean reward {mean:.3f} over episodes {since}-{episode} (windows "
-            f"{window - cfg.gate_every_windows + 1}-{window}) is below {cfg.gate_threshold}; "
-            f"derived '{policy.name}' from best arm '{parent}' "
-            f"(posterior mean {float(self._bandit.state.means().max()):.3f})"
-        )
-        self._bandit.add_arm(policy.name)
-        self._policies[policy.name] = policy
-        event = EvolutionEvent(window, episode, mean, cfg.gate_threshold, parent, policy, reason)
-        self._events.append(event)
-        return event
+        return EpisodeReport(settled.record, settled.write, settled.distill, settled.evolution)
 
     def snapshot(self) -> dict[str, Any]:
         """JSON-able learned state (episode, policies, posterior, events, history).
 
         Memory is not included: it belongs to the store, which may be shared.
+        ``pending_credit`` lists the (policy, reward) pairs FCC will credit when the
+        open window closes (always empty with uniform credit).
         """
+        pending: list[list[Any]] = []
+        if self._schedule.credit is CreditMode.FRACTIONAL:
+            start = self._episode - self._episode % self._schedule.window_size
+            pending = [[p.policy, p.reward] for p in self._state.recent if p.episode >= start]
         return {
             "namespace": self._namespace,
             "episode": self._episode,
-            "policies": [p.to_dict() for p in self._policies.values()],
-            "bandit": self._bandit.state.to_dict(),
+            "policies": [p.to_dict() for p in self._state.policies],
+            "bandit": self._state.bandit.to_dict(),
             "events": [e.to_dict() for e in self._events],
             "history": [
                 [r.episode, r.policy, r.outcome, r.reward, r.learned] for r in self._history
             ],
-            "pending_credit": [list(item) for item in self._window],
+            "pending_credit": pending,
         }

@@ -113,7 +113,7 @@ def _match(
 
 def _memory_entries(conn: sa.Connection, c: RecallConstraints) -> tuple[list[MemoryEntry], int]:
     from reflexmem.ledger.memory_models import MemoryEntryRow, MemoryNamespace
-    from reflexmem.memory.persist import entry_from_row, role_namespace
+    from reflexmem.memory.ledger_mirror import entry_from_row, role_namespace
 
     ns = role_namespace(c.role)
     t = MemoryEntryRow.__table__

@@ -37,7 +37,8 @@ from reflexmem.ledger.bulk import bulk_insert, read_frame
 from reflexmem.ledger.enums import CaseState, Direction, PendingReason
 from reflexmem.maturation.sqlio import UTC_US, bulk_update, parse_utc
 from reflexmem.memory.entries import MemoryEntry, Tier
-from reflexmem.memory.persist import LedgerMemoryStore, role_namespace
+from reflexmem.memory.ledger_mirror import role_namespace
+from reflexmem.memory.ledger_store import LedgerMemoryStore
 from reflexmem.memory.store import DEFAULT_CAP
 from reflexmem.reflection.budget import BudgetGate, BudgetLimits
 from reflexmem.reflection.types import Reflection, ReflectionInput, Reflector, parse_evidence

@@ -6,7 +6,7 @@ import pytest
 
 from infra import migrate
 from infra.db import make_engine
-from reflexmem.memory.persist import MemoryLedger
+from reflexmem.memory.ledger_agents import MemoryLedger
 
 
 @pytest.mark.usefixtures("prefect_harness")
@@ -28,8 +28,9 @@ def test_distillation_flow_distils_due_namespaces_and_publishes_artifacts(tmp_pa
         }
         for i in range(20)
     ]
-    summary = record_episodes("agent-1", "role:r1", eps, database_url=url)
+    summary = record_episodes("agent-1", "role:r1", eps, database_url=url, distill=False)
     assert summary["bandit_updates"] == {"compressed": 5}  # 15 warm-up episodes
+    assert summary["windows_distilled"] == []  # left to the sweep
     rows = distillation(database_url=url)
     assert [r["window"] for r in rows] == ["role:r1:episodes:10-20"]
     assert rows[0]["semantic_written"] == 1
@@ -37,6 +38,11 @@ def test_distillation_flow_distils_due_namespaces_and_publishes_artifacts(tmp_pa
     assert distillation(database_url=url) == []  # nothing new: idempotent
     store = MemoryLedger(engine).store
     assert len(store.entries("role:r1")) == 20 + 2
+    # recording distils the windows it closes itself: the sweep finds nothing
+    more = record_episodes("agent-1", "role:r1", eps[:10], database_url=url)
+    assert more["windows_distilled"] == ["role:r1:episodes:20-30"]
+    assert distillation(database_url=url) == []
+    assert store.has_window("role:r1", "role:r1:episodes:20-30")
 
     import anyio
 

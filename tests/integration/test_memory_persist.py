@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import sqlalchemy as sa
 
 from reflexmem.memory import FrozenError, InMemoryStore, MemoryEntry, Tier, distill_window
 from reflexmem.memory.bandit import BanditState
+from reflexmem.memory.cycle import EpisodeInput
 from reflexmem.memory.entries import EntryState
-from reflexmem.memory.persist import EpisodeInput, LedgerMemoryStore, MemoryLedger
+from reflexmem.memory.ledger_agents import MemoryLedger
+from reflexmem.memory.ledger_store import LedgerMemoryStore
 from reflexmem.memory.policies import default_policies
+from reflexmem.memory.schedule import LearningSchedule
 
 
 def _entries(n: int, ns: str = "role:r1", seed: int = 0) -> list[MemoryEntry]:
@@ -118,7 +123,7 @@ def test_distillation_matches_in_memory_and_is_idempotent(engine: sa.Engine) -> 
 
 
 def test_bandit_round_trip_priors_updates_and_reproducible_selection(engine: sa.Engine) -> None:
-    ledger = MemoryLedger(engine, seed=7, warmup_episodes=2)
+    ledger = MemoryLedger(engine, seed=7, schedule=LearningSchedule(warmup_episodes=2))
     policies = ledger.ensure_agent("agent")
     state = ledger.bandit_state("agent")
     assert state == BanditState.initial([p.name for p in policies])
@@ -152,15 +157,69 @@ def test_evolution_gate_adds_one_policy_when_rewards_are_poor(engine: sa.Engine)
     assert ledger.bandit_state("agent").arms[-1] == report.evolved[0]
 
 
+def test_recording_distils_closing_windows_past_warm_up(engine: sa.Engine) -> None:
+    ledger = MemoryLedger(engine)
+    ledger.ensure_agent("agent")
+    report = ledger.record_episodes(
+        "agent", "ns", [EpisodeInput(f"e{i}", 0.5, 0.9, tags=("t",)) for i in range(25)]
+    )
+    assert report.windows_closed == ("ns:episodes:0-10", "ns:episodes:10-20")
+    assert [d.window_key for d in report.distilled] == ["ns:episodes:10-20"]  # 0-10 is warm-up
+    assert ledger.store.has_window("ns", "ns:episodes:10-20")
+    assert not ledger.store.has_window("ns", "ns:episodes:0-10")
+    assert ledger.namespaces_due() == {}
+
+
 def test_due_windows_follow_warm_up_and_ten_new_episodes(engine: sa.Engine) -> None:
     ledger = MemoryLedger(engine)
     ledger.ensure_agent("agent")
     ledger.record_episodes(
-        "agent", "ns", [EpisodeInput(f"e{i}", 0.5, 0.9, tags=("t",)) for i in range(25)]
+        "agent",
+        "ns",
+        [EpisodeInput(f"e{i}", 0.5, 0.9, tags=("t",)) for i in range(25)],
+        distill=False,
     )
     assert ledger.namespaces_due() == {"ns": [(10, 20)]}
     reports = ledger.distill_due()
     assert [r.window_key for r in reports] == ["ns:episodes:10-20"]
     assert ledger.namespaces_due() == {}
-    ledger.record_episodes("agent", "ns", [EpisodeInput(f"f{i}", 0.5, 0.9) for i in range(5)])
+    ledger.record_episodes(
+        "agent", "ns", [EpisodeInput(f"f{i}", 0.5, 0.9) for i in range(5)], distill=False
+    )
     assert ledger.namespaces_due() == {"ns": [(20, 30)]}
+
+
+def test_a_namespace_learns_for_one_agent(engine: sa.Engine) -> None:
+    ledger = MemoryLedger(engine)
+    ledger.record_episodes("agent", "ns", [EpisodeInput("a", 0.5, 0.9, policy="none")])
+    ledger.ensure_agent("other")
+    with pytest.raises(ValueError, match="learns for agent 'agent'"):
+        ledger.record_episodes("other", "ns", [EpisodeInput("b", 0.5, 0.9, policy="none")])
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM episodes")).scalar() == 1
+
+
+def test_a_bad_episode_names_itself_and_the_batch_writes_nothing(engine: sa.Engine) -> None:
+    ledger = MemoryLedger(engine)
+    good = [EpisodeInput(f"e{i}", 0.5, 0.9, policy="none") for i in range(3)]
+    with pytest.raises(KeyError, match=r"episode 3 of the batch .*unknown arm 'nope'"):
+        ledger.record_episodes("agent", "ns", [*good, EpisodeInput("x", 0.5, 0.9, policy="nope")])
+    with pytest.raises(ValueError, match=r"episode 1 of the batch .*finite"):
+        ledger.record_episodes("agent", "ns", [good[0], EpisodeInput("x", float("nan"), 0.9)])
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM episodes")).scalar() == 0
+    assert ledger.store.entries("ns") == ()
+    assert ledger.record_episodes("agent", "ns", good).first_episode == 0
+
+
+def test_the_pending_learning_state_stays_within_one_gate_span(engine: sa.Engine) -> None:
+    ledger = MemoryLedger(engine)
+    eps = [EpisodeInput(f"e{i}", 0.0, 0.9, policy="compressed") for i in range(237)]
+    ledger.record_episodes("agent", "ns", eps)
+    with engine.connect() as conn:
+        raw = conn.execute(sa.text("SELECT learning FROM memory_namespaces")).scalar()
+    state = json.loads(raw) if isinstance(raw, str) else raw
+    assert state["agent"] == "agent"
+    assert [e[0] for e in state["recent"]] == list(range(190, 237))  # 230 + 10 - 50 on
+    assert {e[1] for e in state["recent"]} == {"compressed"}
+    assert all(e[2] == 0.5 for e in state["recent"])

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from reflexmem.ledger.bulk import bulk_insert
 from reflexmem.memory.entries import EntryState, MemoryEntry, Tier
-from reflexmem.memory.persist import LedgerMemoryStore, role_namespace
+from reflexmem.memory.ledger_mirror import role_namespace
+from reflexmem.memory.ledger_store import LedgerMemoryStore
 from reflexmem.recall import (
     HashingEmbedder,
     RecallConstraints,

@@ -11,8 +11,9 @@ from reflexmem.memory.distill import (
     window_key,
 )
 from reflexmem.memory.entries import EntryState, MemoryEntry, Tier
-from reflexmem.memory.loop import LearningLoop, LoopConfig
+from reflexmem.memory.loop import LearningLoop
 from reflexmem.memory.policies import FULL_DETAILED, retrieve
+from reflexmem.memory.schedule import LearningSchedule
 from reflexmem.memory.store import InMemoryStore
 
 
@@ -122,7 +123,7 @@ def test_candidates_are_never_recalled_until_activated():
 
 
 def run_loop(episodes: int, warmup: int) -> tuple[LearningLoop, dict[int, str]]:
-    loop = LearningLoop("ns", config=LoopConfig(warmup_episodes=warmup), rng=0)
+    loop = LearningLoop("ns", schedule=LearningSchedule(warmup_episodes=warmup), rng=0)
     distilled = {}
     for i in range(episodes):
         loop.select_policy()

@@ -4,8 +4,9 @@ import pytest
 
 from reflexmem.memory.bandit import BanditState, CreditMode
 from reflexmem.memory.entries import FrozenError, MemoryEntry, Tier
-from reflexmem.memory.loop import LearningLoop, LoopConfig
+from reflexmem.memory.loop import LearningLoop
 from reflexmem.memory.policies import default_policies
+from reflexmem.memory.schedule import LearningSchedule
 
 DEFAULT_ARMS = tuple(p.name for p in default_policies())
 
@@ -33,7 +34,7 @@ def test_warm_up_makes_no_learning_updates_for_fifteen_episodes():
 
 
 def test_uniform_credit_updates_the_chosen_arm_with_the_clipped_reward():
-    loop = LearningLoop("agent", config=LoopConfig(warmup_episodes=0), rng=3)
+    loop = LearningLoop("agent", schedule=LearningSchedule(warmup_episodes=0), rng=3)
     report = play(loop, -0.5)
     i = DEFAULT_ARMS.index(report.record.policy)
     assert report.record.reward == 0.25
@@ -43,8 +44,8 @@ def test_uniform_credit_updates_the_chosen_arm_with_the_clipped_reward():
 
 
 def test_fractional_credit_is_applied_once_per_window():
-    config = LoopConfig(warmup_episodes=0, credit=CreditMode.FRACTIONAL)
-    loop = LearningLoop("agent", config=config, rng=3)
+    schedule = LearningSchedule(warmup_episodes=0, credit=CreditMode.FRACTIONAL)
+    loop = LearningLoop("agent", schedule=schedule, rng=3)
     for _ in range(9):
         play(loop, 0.0)
     assert loop.bandit_state == BanditState.initial(DEFAULT_ARMS)
@@ -59,7 +60,7 @@ def test_fractional_credit_is_applied_once_per_window():
 
 
 def run(outcomes, **config):
-    loop = LearningLoop("agent", config=LoopConfig(**config), rng=5)
+    loop = LearningLoop("agent", schedule=LearningSchedule(**config), rng=5)
     added_at = []
     for s in outcomes:
         before = len(loop.policies)
@@ -141,7 +142,7 @@ def test_retrieve_and_record_require_a_selected_policy():
 
 
 def test_low_quality_episode_is_refused_by_memory_but_still_rewards_the_bandit():
-    loop = LearningLoop("agent", config=LoopConfig(warmup_episodes=0), rng=0)
+    loop = LearningLoop("agent", schedule=LearningSchedule(warmup_episodes=0), rng=0)
     loop.select_policy()
     report = loop.record_episode("noise", 1.0, 0.1)
     assert not report.write.stored
@@ -161,7 +162,7 @@ def test_same_seed_reproduces_the_whole_run():
 
 
 def test_retrieved_context_respects_the_selected_policy_budget():
-    loop = LearningLoop("agent", config=LoopConfig(warmup_episodes=0), rng=2)
+    loop = LearningLoop("agent", schedule=LearningSchedule(warmup_episodes=0), rng=2)
     for _ in range(40):
         play(loop, 0.7)
     for _ in range(20):
@@ -170,3 +171,15 @@ def test_retrieved_context_respects_the_selected_policy_budget():
         assert recalled.tokens <= policy.token_budget
         assert len(recalled.entries) <= policy.top_k
         loop.record_episode("again", 0.7, 0.8)
+
+
+def test_a_forced_policy_is_used_and_draws_nothing_from_the_generator():
+    forced = LearningLoop("agent", rng=6)
+    sampled = LearningLoop("agent", rng=6)
+    assert forced.select_policy(name="compressed").name == "compressed"
+    forced.record_episode("t", 0.5, 0.8)
+    assert forced.history[-1].policy == "compressed"
+    # the next Thompson draw is the first one the generator ever made
+    assert forced.select_policy().name == sampled.select_policy().name
+    with pytest.raises(KeyError, match="nope"):
+        forced.select_policy(name="nope")
