@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0004b_schedule"
-down_revision = "0003"
+down_revision = "0004_market_bars"
 branch_labels = None
 depends_on = None
 
