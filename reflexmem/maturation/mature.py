@@ -58,7 +58,7 @@ def decide_maturity(
     cases: pl.DataFrame,
     maturation_days: dict[str, int],
     *,
-    as_of: datetime,
+    as_of: datetime | None,
     min_points: int,
 ) -> pl.DataFrame:
     """Add `new_state` and `new_reason` to candidate rows (pure, vectorized).
@@ -69,7 +69,10 @@ def decide_maturity(
     """
     days = pl.col("role_id").replace_strict(maturation_days, default=None, return_dtype=pl.Int64)
     due_at = pl.col("decided_at") + pl.duration(days=days)
-    due = days.is_not_null() & (due_at <= pl.lit(as_of).dt.convert_time_zone("UTC"))
+    if as_of is None:  # no clock: nothing is known to be due
+        due = pl.lit(False)
+    else:
+        due = days.is_not_null() & (due_at <= pl.lit(as_of).dt.convert_time_zone("UTC"))
     settled = pl.col("settled").fill_null(0) == 1
     enough = pl.col("points").fill_null(0) >= min_points
     reason = (
@@ -105,7 +108,7 @@ def mature_cases(
     conn: sa.Connection,
     registry: RoleRegistry,
     *,
-    as_of: datetime,
+    as_of: datetime | None,
     min_points: int,
     profile: str,
 ) -> MaturityReport:

@@ -12,7 +12,9 @@ query never sees a price stamped after the instant it asks about.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -65,6 +67,18 @@ class PriceSource(Protocol):
         ...
 
 
+class PriceProvider(Protocol):
+    """Where settlement and evaluation read market prices from, one batch at a time."""
+
+    def for_symbols(self, symbols: Iterable[str]) -> PriceSource:
+        """The series of these symbols, loaded in one query (or one read) per batch."""
+        ...
+
+    def newest(self) -> datetime | None:
+        """The newest bar stamp over all symbols (UTC), or None when there are none."""
+        ...
+
+
 def _bars_per_day(ts: TimeArray) -> float:
     if ts.size == 0:
         return 1.0
@@ -112,6 +126,19 @@ class MappingPrices:
     def symbols(self) -> tuple[str, ...]:
         """Every symbol the source carries, sorted."""
         return tuple(sorted(self._series))
+
+    def for_symbols(self, symbols: Iterable[str]) -> MappingPrices:
+        """The source itself: it already holds every series (a `PriceProvider`)."""
+        del symbols
+        return self
+
+    def newest(self) -> datetime | None:
+        """The newest bar over all series."""
+        ends = [s.last for s in self._series.values() if s.timestamps.size]
+        if not ends:
+            return None
+        last = np.max(np.asarray(ends, dtype="datetime64[us]")).astype(datetime)
+        return last.replace(tzinfo=UTC)
 
 
 def dfull_prices(root: Path | None = None) -> MappingPrices:
