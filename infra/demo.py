@@ -1,7 +1,11 @@
-"""`make demo`: the main job on the embedded defaults, one stage after another.
+"""`make demo`: the main job on the embedded defaults, one numbered stage after another.
 
-Generates a decision stream from the real D-full prices, ingests it, attempts double
-consumptions of previews, runs admission and prints what happened to every row.
+Loads the D-full market data through the `bars` ingest, generates a decision stream on
+those prices, ingests it, attempts double consumptions of previews, then runs the
+learning cycle itself (`run_cycle`, the same sequence the `daily_cycle` flow runs) with
+a runner that shows every stage. It ends with the line from lessons to semantic
+patterns to procedural rules, a recall that shows all three tiers, and one seed of the
+AEL benchmark. The clock is the newest bar, so late decisions are honestly pending.
 """
 
 from __future__ import annotations
@@ -12,74 +16,60 @@ from pathlib import Path
 
 from rich.console import Console
 
-from infra.render import admission_table
-from infra.services import ready_engine, run_admission, run_ingest
+from infra.demo_memory import show_memory_line, show_recall
+from infra.demo_runner import DemoRunner
 from reflexmem.ael.panel import load_dfull
-from reflexmem.ledger.previews import (
-    PreviewAlreadyConsumed,
-    consume_preview,
-    record_refused_consumption,
-)
+from reflexmem.maturation.dfull_bars import write_dfull_bars
+from reflexmem.operations import intake
+from reflexmem.operations.cycle import run_cycle
+from reflexmem.operations.resources import Resources
 from reflexmem.settings import Settings
 from reflexmem.synth import generate, write_stream
 
 
-def run_demo(settings: Settings, *, rows: int, console: Console) -> None:
-    """Run every stage built so far on a fresh embedded store under `settings.home`."""
-    if settings.backend == "sqlite":
-        for name in ("ledger.sqlite", "ledger.sqlite-wal", "ledger.sqlite-shm"):
-            (settings.home / name).unlink(missing_ok=True)
-    engine = ready_engine(settings)
-    console.rule("1. decision stream from the real D-full prices")
+def _inputs(runner: DemoRunner, res: Resources, rows: int, workdir: Path) -> None:
+    console = runner.console
+    runner.heading("market data: the D-full hourly and daily bars, through the `bars` ingest")
+    bars = intake.ingest(res, [write_dfull_bars(workdir)], "bars")
+    console.print(
+        f"bars: {bars.added.get('bars', 0)} new, {bars.unchanged_rows.get('bars', 0)} already "
+        f"stored, {sum(bars.quarantined.values())} quarantined"
+    )
+    runner.heading("a decision stream on those prices, ingested in one transaction")
     panel = load_dfull()
     stream = generate(panel, rows, seed=7)
+    paths = write_stream(stream, workdir / "stream", fmt="parquet")
+    paths[-1] = write_stream({"outcomes": stream["outcomes"]}, workdir / "stream", fmt="csv")[0]
+    report = intake.ingest(res, paths)
+    again = intake.ingest(res, paths)
+    console.print(
+        f"{rows} decisions on {len(panel.tickers)} tickers: {dict(report.added.items())}; "
+        f"re-ingest adds {again.total_added} rows ({len(again.skipped_files)} files unchanged)"
+    )
+    runner.heading("double-consumption attempts are refused and kept in quarantine")
+    consumed = stream["previews"].filter(stream["previews"]["consumed_at"].is_not_null()).head(3)
+    for preview_id, decision_id in consumed.select("preview_id", "decision_id").iter_rows():
+        done = intake.consume(res, preview_id, decision_id)
+        console.print(f"[yellow]refused[/yellow]: {done.reason}")
+
+
+def run_demo(settings: Settings, res: Resources, *, rows: int, console: Console) -> None:
+    """Run every stage on the ledger `res` was built for (migrated by `db upgrade`)."""
+    runner = DemoRunner(res, console)
     workdir = Path(tempfile.mkdtemp(prefix="reflex-demo-"))
     try:
-        paths = write_stream(stream, workdir, fmt="parquet")
-        paths[-1] = write_stream({"outcomes": stream["outcomes"]}, workdir, fmt="csv")[0]
-        console.print(
-            f"{rows} decisions on {len(panel.tickers)} tickers, {panel.n_bars} hourly bars; "
-            f"files: {', '.join(p.name for p in paths)}"
-        )
-        console.rule("2. ingest (one transaction; a re-ingest changes nothing)")
-        report = run_ingest(engine, paths)
-        console.print(dict(report.added.items()))
-        again = run_ingest(engine, paths)
-        console.print(
-            f"re-ingest: {again.total_added} rows added, {len(again.skipped_files)} files unchanged"
-        )
+        _inputs(runner, res, rows, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-
-    console.rule("3. double-consumption attempts are refused and kept")
-    consumed = stream["previews"].filter(stream["previews"]["consumed_at"].is_not_null()).head(3)
-    for i, (preview_id, decision_id) in enumerate(
-        consumed.select("preview_id", "decision_id").iter_rows()
-    ):
-        try:
-            with engine.begin() as conn:
-                consume_preview(conn, preview_id, decision_id)
-        except PreviewAlreadyConsumed as exc:
-            console.print(f"[yellow]refused[/yellow]: {exc}")
-            with engine.begin() as conn:
-                record_refused_consumption(
-                    conn, f"demo-attempt-{i}", preview_id, decision_id, str(exc)
-                )
-
-    console.rule("4. admission (Great Expectations suite `admission`, fail-closed)")
-    result = run_admission(engine, settings)
-    console.print(admission_table(result))
-    assert result.rows_in == result.admitted + result.pending + result.quarantined
-    from infra.demo_reflection import demo_reflection
-
-    console.rule("5. maturation, evaluation runs (MLflow) and reflection")
-    demo_reflection(settings, engine, console)
-
-    from infra.demo_recall import demo_recall
-
-    console.rule("6. recall (active mode) and its absence in shadow mode")
-    demo_recall(settings, engine, console)
-    console.rule("7. AEL benchmark on D-full, one seed (the full table: reflexmem bench ael)")
+    report = run_cycle(runner)
+    assert report.admission.rows_in == (
+        report.admission.admitted + report.admission.pending + report.admission.quarantined
+    )
+    runner.heading("from lessons to patterns to rules")
+    show_memory_line(res, console)
+    runner.heading("recall in active mode shows every tier; shadow mode has no recall")
+    show_recall(res, console)
+    runner.heading("AEL benchmark on D-full, one seed (the full table: reflexmem bench ael)")
     from infra.bench_ael import run_command
 
     out = settings.home / "ael"
@@ -97,5 +87,7 @@ def run_demo(settings: Settings, *, rows: int, console: Console) -> None:
     )
     console.print(f"plots: {(out / 'plots').resolve()}")
     console.print(f"store: {settings.resolved_database_url}")
+    console.print(
+        f"MLflow UI: [bold]mlflow ui --backend-store-uri {settings.resolved_tracking_uri}[/bold]"
+    )
     console.print("check it with: [bold]uv run reflexmem doctor[/bold]")
-    engine.dispose()

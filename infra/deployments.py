@@ -1,5 +1,9 @@
 """Every deployment and its cron schedule, in one place; `reflexmem serve` serves them.
 
+A deployment pins the ledger and tracking URIs of the settings it was created with
+(`Settings.pinned()`: absolute paths), so a deployment served from another folder, or a
+run picked up by a worker started elsewhere, still works on the same ledger.
+
 `serve()` runs the flows against the Prefect server named by `PREFECT_API_URL` (start
 one with `prefect server start`). Before serving it makes sure each role tag
 (`role:<id>`) has a concurrency limit of one, so the server also refuses to run two
@@ -11,9 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from reflexmem.settings import Settings
+
+DAILY = "daily-cycle"
+ADMISSION = "admission-every-10-minutes"
 MATURATION = "maturation-check-hourly"
 REFLECTION = "reflection-batch-hourly"
-DISTILLATION = "distillation-quarter-hourly"
+DISTILLATION = "distillation-hourly"
 
 
 @dataclass(frozen=True)
@@ -27,20 +35,30 @@ class DeploymentSpec:
 
 def specs() -> list[DeploymentSpec]:
     """The deployments (imported lazily: Prefect loads only when serving)."""
-    from flows.distillation import DISTILLATION_CRON, distillation
-    from flows.maturation import MATURATION_CRON, maturation_check
-    from flows.reflection import REFLECTION_CRON, reflection_batch
+    from flows import cycle
 
     return [
-        DeploymentSpec(MATURATION, MATURATION_CRON, maturation_check),
-        DeploymentSpec(REFLECTION, REFLECTION_CRON, reflection_batch),
-        DeploymentSpec(DISTILLATION, DISTILLATION_CRON, distillation),
+        DeploymentSpec(DAILY, cycle.DAILY_CRON, cycle.daily_cycle),
+        DeploymentSpec(ADMISSION, cycle.ADMISSION_CRON, cycle.admission),
+        DeploymentSpec(MATURATION, cycle.MATURATION_CRON, cycle.maturation_check),
+        DeploymentSpec(REFLECTION, cycle.REFLECTION_CRON, cycle.reflection_batch),
+        DeploymentSpec(DISTILLATION, cycle.DISTILLATION_CRON, cycle.distillation),
     ]
 
 
-def deployments() -> list[Any]:
-    """`flow.to_deployment(name, cron=...)` for every spec."""
-    return [s.flow.to_deployment(s.name, cron=s.cron) for s in specs()]
+def pinned_parameters(settings: Settings) -> dict[str, str]:
+    """The ledger and tracking URIs every deployment is created with."""
+    pinned = settings.pinned()
+    return {
+        "database_url": pinned.resolved_database_url,
+        "tracking_uri": pinned.resolved_tracking_uri,
+    }
+
+
+def deployments(settings: Settings) -> list[Any]:
+    """`flow.to_deployment(name, cron=..., parameters=<pinned URIs>)` for every spec."""
+    params = pinned_parameters(settings)
+    return [s.flow.to_deployment(s.name, cron=s.cron, parameters=params) for s in specs()]
 
 
 async def ensure_role_limits(role_ids: list[str], limit: int = 1) -> list[str]:
@@ -54,7 +72,7 @@ async def ensure_role_limits(role_ids: list[str], limit: int = 1) -> list[str]:
     return tags
 
 
-def serve() -> None:
+def serve(settings: Settings) -> None:
     """Serve every deployment until interrupted (needs `PREFECT_API_URL`)."""
     import anyio
     from prefect import serve as prefect_serve
@@ -62,4 +80,4 @@ def serve() -> None:
     from reflexmem.registry import load_registry
 
     anyio.run(ensure_role_limits, list(load_registry().ids))
-    prefect_serve(*deployments())
+    prefect_serve(*deployments(settings))

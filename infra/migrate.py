@@ -22,9 +22,30 @@ def _config(connection: sa.Connection | None = None) -> Config:
 
 
 def upgrade(engine: sa.Engine, revision: str = "head") -> None:
-    """Bring the ledger schema to `revision`."""
-    with engine.begin() as conn:
-        command.upgrade(_config(conn), revision)
+    """Bring the ledger schema to `revision`.
+
+    On SQLite a migration that changes a CHECK constraint must rebuild the table, and
+    dropping the old table would cascade into every child row while foreign keys are
+    enforced. So, as SQLite's documentation prescribes for such changes, foreign keys
+    are off while the migration runs, and `PRAGMA foreign_key_check` must find no
+    dangling reference before the migration commits.
+    """
+    if engine.dialect.name != "sqlite":
+        with engine.begin() as conn:
+            command.upgrade(_config(conn), revision)
+        return
+    with engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+        conn.commit()
+        try:
+            with conn.begin():
+                command.upgrade(_config(conn), revision)
+                broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                if broken:
+                    raise RuntimeError(f"migration left dangling references: {broken[:5]}")
+        finally:
+            conn.exec_driver_sql("PRAGMA foreign_keys=ON")
+            conn.commit()
 
 
 def downgrade(engine: sa.Engine, revision: str) -> None:
@@ -48,3 +69,26 @@ def current_revision(engine: sa.Engine) -> str | None:
     """The revision the database is at, or None for an empty database."""
     with engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
+
+
+class SchemaNotCurrent(RuntimeError):
+    """The ledger is not at the code's schema revision; only `reflexmem db upgrade` migrates."""
+
+
+def require_current(engine: sa.Engine) -> str:
+    """The ledger's revision, or `SchemaNotCurrent` naming the command that fixes it.
+
+    Every command other than `db upgrade` calls this instead of migrating: a read-only
+    recall must never change a schema, and a stale schema must stop the command with a
+    clear message rather than fail half way with a database error.
+    """
+    current = current_revision(engine)
+    head = head_revision()
+    if current == head:
+        return current or ""
+    where = engine.url.render_as_string(hide_password=True)
+    if current is None:
+        state = "has no schema yet"
+    else:
+        state = f"is at revision {current}, the code needs {head}"
+    raise SchemaNotCurrent(f"the ledger at {where} {state}: run `reflexmem db upgrade`")

@@ -2,41 +2,35 @@
 
 A run per decision would bury a reviewer under hundreds of thousands of runs; a batch
 run carries the parameters (profile, version, roles), aggregate metrics, and every
-evaluation run of the batch as a logged table with its ledger IDs. The ledger stores
-the MLflow run ID on each `evaluation_runs` row and on the `evaluation_batches` row,
-and the MLflow run's tags name the ledger batch, so either side leads to the other.
+evaluation run of the batch as a Parquet artifact with its ledger IDs (a `log_table` of
+a large frame serialises cell by cell; Parquet is one columnar write). The ledger
+stores the MLflow run ID on each `evaluation_runs` row and on the `evaluation_batches`
+row, and the MLflow run's tags name the ledger batch, so either side leads to the other.
 A replay and a promotion are runs of their own (tag `reflexmem.kind`).
 
-The MLflow run is opened before the ledger write (its ID goes into the rows) and
-finished after the commit; a crash in between leaves a run without its table, which
-`finish` never reaches, rather than ledger rows pointing at nothing.
+`EvaluationTracker` is the `Tracker` of `reflexmem.operations.resources`: the evaluate
+and promote operations open a run before the ledger write (its ID goes into the rows),
+finish it after the commit and mark it FAILED if the write fails.
 """
 
 from __future__ import annotations
 
+import math
+import tempfile
+import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 import sqlalchemy as sa
 
-from reflexmem.evaluation.profiles import BenchmarkProfile
-from reflexmem.evaluation.promote import PromotionResult, promote
-from reflexmem.evaluation.runs import (
-    BatchInfo,
-    EvaluationResult,
-    batch_metrics,
-    evaluate_matured,
-    replay,
-    tracking_table,
-)
-from reflexmem.maturation.prices import PriceSource
+from reflexmem.evaluation.promote import PromotionResult
+from reflexmem.evaluation.runs import BatchInfo, EvaluationResult, batch_metrics, tracking_table
 
 EXPERIMENT = "evaluation-runs"
-TABLE_FILE = "evaluation_runs.json"
-PROMOTION_FILE = "promotions.json"
+TABLE_FILE = "evaluation_runs.parquet"
+PROMOTION_FILE = "promotions.parquet"
 
 
 def _client(uri: str) -> Any:
@@ -55,9 +49,16 @@ def _safe_url(url: str | None) -> str:
 class EvaluationTracker:
     """Opens and finishes the MLflow runs of evaluation, replay and promotion batches."""
 
-    def __init__(self, tracking_uri: str, *, ledger_url: str | None = None) -> None:
+    def __init__(
+        self,
+        tracking_uri: str,
+        *,
+        ledger_url: str | None = None,
+        artifact_root: Path | None = None,
+    ) -> None:
         self.tracking_uri = tracking_uri
         self.ledger_url = _safe_url(ledger_url)
+        self.artifact_root = artifact_root
         self._client_obj: Any = None
         self._experiment_id: str | None = None
 
@@ -69,14 +70,18 @@ class EvaluationTracker:
         return self._client_obj
 
     def experiment_id(self) -> str:
-        """The `evaluation-runs` experiment, created if absent."""
+        """The `evaluation-runs` experiment, created if absent (artifacts under the root)."""
         if self._experiment_id is None:
             found = self.client.get_experiment_by_name(EXPERIMENT)
-            self._experiment_id = (
-                found.experiment_id
-                if found is not None
-                else self.client.create_experiment(EXPERIMENT)
-            )
+            if found is not None:
+                self._experiment_id = str(found.experiment_id)
+            else:
+                location = None
+                if self.artifact_root is not None:
+                    location = (self.artifact_root / EXPERIMENT).resolve().as_uri()
+                self._experiment_id = str(
+                    self.client.create_experiment(EXPERIMENT, artifact_location=location)
+                )
         return self._experiment_id
 
     def open(self, info: BatchInfo) -> str:
@@ -110,15 +115,15 @@ class EvaluationTracker:
     def _finish(
         self, run_id: str, metrics: dict[str, float], table: pl.DataFrame, name: str
     ) -> None:
-        import math
-        import time
-
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
         clean = [Metric(k, v, now, 0) for k, v in metrics.items() if math.isfinite(v)]
         self.client.log_batch(run_id, metrics=clean)
-        self.client.log_table(run_id, data=table.to_pandas(), artifact_file=name)
+        with tempfile.TemporaryDirectory(prefix="reflex-mlflow-") as tmp:
+            path = Path(tmp) / name
+            table.write_parquet(path)
+            self.client.log_artifact(run_id, str(path))
         self.client.set_terminated(run_id, "FINISHED")
 
     def finish_evaluation(self, result: EvaluationResult) -> None:
@@ -139,65 +144,8 @@ class EvaluationTracker:
             "promoted": float(frame.height),
             "replaced": float(frame["previous_run_id"].is_not_null().sum()),
         }
-        table = frame.with_columns(pl.col("promoted_at").cast(pl.String))
-        self._finish(result.mlflow_run_id, metrics, table, PROMOTION_FILE)
+        self._finish(result.mlflow_run_id, metrics, frame, PROMOTION_FILE)
 
     def fail(self, run_id: str) -> None:
         """Mark a run whose ledger write failed, so nobody mistakes it for a finished batch."""
         self.client.set_terminated(run_id, "FAILED")
-
-
-@contextmanager
-def _opener(tracker: EvaluationTracker | None) -> Iterator[Callable[[BatchInfo], str | None]]:
-    """Open MLflow runs on demand; mark the last one FAILED if the ledger write fails."""
-    opened: list[str] = []
-
-    def opener(info: BatchInfo) -> str | None:
-        if tracker is None:
-            return None
-        opened.append(tracker.open(info))
-        return opened[-1]
-
-    try:
-        yield opener
-    except BaseException:
-        if tracker is not None and opened:
-            tracker.fail(opened[-1])
-        raise
-
-
-def tracked_evaluate(
-    engine: sa.Engine,
-    tracker: EvaluationTracker | None,
-    source: PriceSource,
-    profile: BenchmarkProfile,
-    *,
-    replay_runs: bool = False,
-    roles: Sequence[str] | None = None,
-    decisions: Sequence[str] | None = None,
-) -> EvaluationResult:
-    """Evaluate (or replay) in one transaction, tracked as one MLflow run when non-empty."""
-    with _opener(tracker) as opener, engine.begin() as conn:
-        if replay_runs:
-            result = replay(
-                conn, source, profile, roles=roles, decisions=decisions, open_run=opener
-            )
-        else:
-            result = evaluate_matured(conn, source, profile, roles=roles, open_run=opener)
-    if tracker is not None:
-        tracker.finish_evaluation(result)
-    return result
-
-
-def tracked_promote(
-    engine: sa.Engine,
-    tracker: EvaluationTracker | None,
-    profile: str,
-    **selection: Any,
-) -> PromotionResult:
-    """Promote in one transaction, tracked as its own MLflow run when anything changed."""
-    with _opener(tracker) as opener, engine.begin() as conn:
-        result = promote(conn, profile, open_run=opener, **selection)
-    if tracker is not None:
-        tracker.finish_promotion(result)
-    return result

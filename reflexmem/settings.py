@@ -1,9 +1,13 @@
 """One settings object for every entry point, read from `REFLEX_*` environment variables.
 
 Entry points (CLI, flows, notebooks) build a `Settings` once and pass it down; nothing
-below them reads the environment. The role-memory mode is the exception that proves the
-rule: it is read once per process by `runtime_mode()` and then frozen, because a mode
-switch must take a restart (SPEC 4.6), never a hot reload.
+below them reads the environment. `infra/resources.py` turns a `Settings` into the
+resources the operations need (engine, registry, price source, tracker, reflector,
+embedder), so every choice of implementation is made in one place from these fields.
+
+The role-memory mode is the exception that proves the rule: it is read once per process
+by `runtime_mode()` and then frozen, because a mode switch must take a restart
+(SPEC 4.6), never a hot reload.
 """
 
 from __future__ import annotations
@@ -12,8 +16,9 @@ import functools
 import logging
 from enum import StrEnum
 from pathlib import Path
+from typing import Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 log = logging.getLogger(__name__)
@@ -40,6 +45,30 @@ def parse_mode(raw: str | None) -> MemoryMode:
         return MemoryMode.SHADOW
 
 
+class LLMSettings(BaseSettings):
+    """The reflector and its model budget, from `REFLEX_LLM_*`.
+
+    The default reflector is the rule-based one (no network); `openai` selects the
+    OpenAI-compatible adapter, which then needs `base_url` and `model`. The budget
+    limits apply to model calls only.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="REFLEX_LLM_", frozen=True, extra="ignore")
+
+    reflector: Literal["rules", "openai"] = "rules"
+    base_url: str | None = None
+    model: str | None = None
+    api_key: SecretStr | None = None
+    timeout_s: float = Field(default=30.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+    calls_per_batch: int = Field(default=200, ge=0)
+    tokens_per_batch: int = Field(default=300_000, ge=0)
+    calls_per_day: int = Field(default=2000, ge=0)
+    tokens_per_day: int = Field(default=3_000_000, ge=0)
+    tokens_per_call: int = Field(default=1500, gt=0)
+    batch_limit: int = Field(default=100_000, ge=1)
+
+
 class Settings(BaseSettings):
     """Embedded defaults: a SQLite ledger and a SQLite MLflow store under `home`."""
 
@@ -48,12 +77,23 @@ class Settings(BaseSettings):
     home: Path = Path(".reflex")
     database_url: str | None = None
     mlflow_tracking_uri: str | None = None
+    artifact_root: Path | None = None
+    """Where MLflow artifacts of new experiments go (None: `home/mlartifacts`)."""
     bench_postgres_url: str = DEFAULT_BENCH_POSTGRES_URL
     role_memory_mode: MemoryMode = Field(
         default=MemoryMode.SHADOW,
         validation_alias=AliasChoices("REFLEX_ROLE_MEMORY_MODE", "ROLE_MEMORY_MODE"),
     )
     min_evaluation_points: int = Field(default=3, ge=1)
+    prices: str = "ledger"
+    """`ledger` (the `market_bars` table) or the path of a price panel file."""
+    embedder: Literal["none", "hashing", "minilm"] = "none"
+    profile: str = "spy_daily"
+    profile_version: int | None = Field(default=None, ge=1)
+    drop_dir: Path | None = None
+    """Folder the scheduled `admission` flow ingests files from (None: `home/drop`)."""
+    memory_seed: int = 0
+    llm: LLMSettings = Field(default_factory=LLMSettings)
 
     @field_validator("role_memory_mode", mode="before")
     @classmethod
@@ -77,9 +117,39 @@ class Settings(BaseSettings):
         return f"sqlite:///{(self.home / 'mlflow.sqlite').resolve()}"
 
     @property
+    def resolved_artifact_root(self) -> Path:
+        """The MLflow artifact root (absolute), never the working directory's `./mlruns`."""
+        return (self.artifact_root or self.home / "mlartifacts").resolve()
+
+    @property
+    def resolved_drop_dir(self) -> Path:
+        """The admission flow's drop folder (absolute)."""
+        return (self.drop_dir or self.home / "drop").resolve()
+
+    @property
     def backend(self) -> str:
         """`postgresql` or `sqlite`, from the ledger URL's scheme."""
         return "postgresql" if self.resolved_database_url.startswith("postgresql") else "sqlite"
+
+    def pinned(self) -> Settings:
+        """A copy with every location made absolute, for a deployment or another process.
+
+        A deployment served from another folder, or a worker started elsewhere, must
+        reach the same ledger and tracking store as the process that created it.
+        """
+        prices = self.prices
+        if prices != "ledger":
+            prices = str(Path(prices).resolve())
+        return self.model_copy(
+            update={
+                "home": self.home.resolve(),
+                "database_url": self.resolved_database_url,
+                "mlflow_tracking_uri": self.resolved_tracking_uri,
+                "drop_dir": self.resolved_drop_dir,
+                "artifact_root": self.resolved_artifact_root,
+                "prices": prices,
+            }
+        )
 
 
 @functools.cache

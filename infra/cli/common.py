@@ -11,7 +11,11 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from reflexmem.admission.admit import AdmissionResult
+    from reflexmem.operations.resources import Resources
+    from reflexmem.settings import Settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
 db_app = typer.Typer(no_args_is_help=True, help="Ledger schema.")
@@ -56,3 +60,38 @@ def print_admission(result: AdmissionResult) -> None:
     from infra.render import admission_table
 
     console.print(admission_table(result))
+
+
+def open_resources(settings: Settings | None = None) -> Resources:
+    """The resources for these settings, or exit 2 with what the user must fix.
+
+    A ledger that is not migrated to the code's revision names `reflexmem db upgrade`;
+    a setting that cannot be satisfied (an unknown embedder, a price panel that does
+    not exist, an incomplete model configuration) names the setting.
+    """
+    from infra.migrate import SchemaNotCurrent
+    from infra.resources import build_resources
+    from reflexmem.settings import Settings
+
+    try:
+        return build_resources(settings or Settings())
+    except SchemaNotCurrent as exc:
+        err.print(f"[red]{exc}[/red]", soft_wrap=True)
+        raise typer.Exit(2) from exc
+    except (ValueError, OSError) as exc:
+        err.print(f"[red]cannot start:[/red] {exc}", soft_wrap=True)
+        raise typer.Exit(2) from exc
+
+
+def parse_as_of(raw: str | None) -> datetime | None:
+    """An ISO timestamp option as an aware UTC time (naive means UTC); exit 2 if invalid."""
+    from datetime import UTC, datetime
+
+    if raw is None:
+        return None
+    try:
+        when = datetime.fromisoformat(raw)
+    except ValueError as exc:
+        err.print(f"--as-of must be an ISO timestamp: {exc}")
+        raise typer.Exit(2) from exc
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)

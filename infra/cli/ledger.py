@@ -13,6 +13,7 @@ from infra.cli.common import (
     counts_table,
     db_app,
     err,
+    open_resources,
     preview_app,
     print_admission,
 )
@@ -21,13 +22,19 @@ from reflexmem.settings import Settings
 
 @db_app.command("upgrade")
 def db_upgrade() -> None:
-    """Create or migrate the ledger schema to the newest revision."""
+    """Create or migrate the ledger schema to the newest revision (the only command that does)."""
     from infra import migrate
-    from infra.services import ready_engine
+    from infra.db import make_engine
 
     settings = Settings()
-    engine = ready_engine(settings)
-    console.print(f"ledger at revision {migrate.current_revision(engine)} ({settings.backend})")
+    if settings.backend == "sqlite":
+        settings.home.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(settings.resolved_database_url)
+    try:
+        migrate.upgrade(engine)
+        console.print(f"ledger at revision {migrate.current_revision(engine)} ({settings.backend})")
+    finally:
+        engine.dispose()
 
 
 @app.command()
@@ -41,14 +48,13 @@ def ingest(
     admit: Annotated[bool, typer.Option("--admit/--no-admit", help="Run admission after.")] = False,
 ) -> None:
     """Load files in one transaction: unparseable input writes nothing, bad bars are quarantined."""
-    from infra.services import ready_engine, run_admission, run_ingest
     from reflexmem.ingest.read import IngestError
+    from reflexmem.operations import intake
 
-    settings = Settings()
-    engine = ready_engine(settings)
+    res = open_resources()
     try:
         with console.status(f"validating and loading {len(paths)} file(s)"):
-            report = run_ingest(engine, paths, kind)
+            report = intake.ingest(res, paths, kind)
     except IngestError as exc:
         err.print(f"[red]ingest failed, nothing written:[/red] {exc}", soft_wrap=True)
         raise typer.Exit(2) from exc
@@ -66,31 +72,26 @@ def ingest(
         reasons = ", ".join(f"{r} {n}" for r, n in sorted(report.quarantine_reasons.items()))
         console.print(f"quarantined by reason: {reasons}")
     if admit:
-        print_admission(run_admission(engine, settings))
+        print_admission(intake.admit(res))
 
 
 @app.command("admit")
 def admit_cmd() -> None:
     """Admit every not-yet-admitted execution (fail-closed, guarded by Great Expectations)."""
-    from infra.services import ready_engine, run_admission
+    from reflexmem.operations import intake
 
-    settings = Settings()
-    print_admission(run_admission(ready_engine(settings), settings))
+    print_admission(intake.admit(open_resources()))
 
 
 @preview_app.command("consume")
 def preview_consume(preview_id: str, decision_id: str) -> None:
-    """Consume a manual preview for a decision; a second consumption is refused."""
-    from infra.services import ready_engine
-    from reflexmem.ledger.previews import PreviewError, consume_preview
+    """Consume a manual preview for a decision; a refused attempt is kept in quarantine."""
+    from reflexmem.operations import intake
 
-    engine = ready_engine(Settings())
-    try:
-        with engine.begin() as conn:
-            consume_preview(conn, preview_id, decision_id)
-    except PreviewError as exc:
-        err.print(f"[red]refused:[/red] {exc}")
-        raise typer.Exit(1) from exc
+    report = intake.consume(open_resources(), preview_id, decision_id)
+    if not report.consumed:
+        err.print(f"[red]refused (kept in quarantine):[/red] {report.reason}")
+        raise typer.Exit(1)
     console.print(f"preview {preview_id} consumed by {decision_id}")
 
 
@@ -112,9 +113,10 @@ def doctor() -> None:
 
 @app.command()
 def demo(
-    rows: Annotated[int, typer.Option(help="Decisions in the generated stream.")] = 5000,
+    rows: Annotated[int, typer.Option(help="Decisions in the generated stream.")] = 20_000,
 ) -> None:
-    """Run the main job on the embedded defaults, end to end."""
+    """Run the main job on the embedded defaults, end to end (after `db upgrade`)."""
     from infra.demo import run_demo
 
-    run_demo(Settings(), rows=rows, console=console)
+    settings = Settings()
+    run_demo(settings, open_resources(settings), rows=rows, console=console)

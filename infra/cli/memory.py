@@ -1,4 +1,8 @@
-"""Recall: what an agent in active mode may retrieve, under every constraint."""
+"""Recall: what an agent in active mode may retrieve, under every constraint.
+
+The role namespace's bandit chooses the retrieval policy for each recall and the recall
+is logged with `--decision`, so the decision's outcome later credits that policy.
+"""
 
 from __future__ import annotations
 
@@ -9,37 +13,38 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from infra.cli.common import (
-    app,
-    console,
-    err,
-)
+from infra.cli.common import app, console, err, open_resources, parse_as_of
 from reflexmem.settings import Settings
 
 
-@app.command("recall")
+@app.command(
+    "recall",
+    # A query may start with "-" ("-5% drawdown"): unknown dash words are query text.
+    context_settings={"ignore_unknown_options": True},
+)
 def recall_cmd(
-    query: Annotated[str, typer.Argument(help="What to recall (plain text; never SQL).")],
+    query: Annotated[list[str], typer.Argument(help="What to recall (plain text; never SQL).")],
     role: Annotated[str, typer.Option(help="Exact role id (required).")],
     symbol: Annotated[str | None, typer.Option(help="Only cases on this symbol.")] = None,
     scenario: Annotated[str | None, typer.Option(help="Only cases in this scenario.")] = None,
     as_of: Annotated[
         str | None, typer.Option("--as-of", help="ISO time; nothing recorded later (UTC if naive).")
     ] = None,
-    k: Annotated[int, typer.Option("--k", help="How many items to return.")] = 5,
-    embedder: Annotated[str, typer.Option(help="none, hashing or minilm (extra).")] = "none",
+    decision: Annotated[
+        str | None, typer.Option(help="The decision this recall informs (credits the policy).")
+    ] = None,
+    k: Annotated[int | None, typer.Option("--k", help="At most this many items.")] = None,
+    embedder: Annotated[
+        str | None, typer.Option(help="none, hashing or minilm (default REFLEX_EMBEDDER).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Recall reflected role cases (active mode only; shadow has no recall)."""
-    from datetime import UTC, datetime
-
-    from infra.services import ready_engine
+    """Recall lessons, patterns and rules of a role (active mode only; shadow has no recall)."""
+    from reflexmem.operations.recall import recall
     from reflexmem.recall import (
-        HashingEmbedder,
         RecallConstraints,
         RecallQueryError,
         RecallUnavailable,
-        recall,
         require_active,
     )
     from reflexmem.settings import runtime_mode
@@ -49,38 +54,25 @@ def recall_cmd(
     except RecallUnavailable as exc:
         err.print(f"[red]refused:[/red] {exc}")
         raise typer.Exit(3) from exc
-    try:
-        when = None if as_of is None else datetime.fromisoformat(as_of)
-    except ValueError as exc:
-        err.print(f"--as-of must be an ISO timestamp: {exc}")
-        raise typer.Exit(2) from exc
-    if when is not None and when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    emb = None
-    if embedder == "hashing":
-        emb = HashingEmbedder()
-    elif embedder == "minilm":
-        from reflexmem.recall.embeddings import MiniLMEmbedder
-
-        emb = MiniLMEmbedder()
-    elif embedder != "none":
-        err.print("--embedder must be none, hashing or minilm")
-        raise typer.Exit(2)
-    engine = ready_engine(Settings())
+    when = parse_as_of(as_of)
+    text = " ".join(query)
+    settings = Settings() if embedder is None else Settings(embedder=embedder)  # type: ignore[arg-type]
+    res = open_resources(settings)
     try:
         constraints = RecallConstraints(role=role, symbol=symbol, scenario=scenario, as_of=when)
-        with engine.connect() as conn:
-            result = recall(conn, constraints, query, k=k, embedder=emb)
-    except (RecallQueryError, ValueError) as exc:
+        report = recall(res, constraints, text, decision_id=decision, k=k)
+    except (RecallQueryError, ValueError, KeyError) as exc:
         err.print(f"[red]bad query:[/red] {exc}")
         raise typer.Exit(2) from exc
-    finally:
-        engine.dispose()
+    result = report.result
     payload = {
         "role": role,
         "symbol": symbol,
         "scenario": scenario,
         "as_of": None if when is None else when.isoformat(),
+        "decision": decision,
+        "policy": report.policy.name,
+        "recall_id": report.recall_id,
         "terms": list(result.terms),
         "candidates": result.candidates,
         "hits": [h.to_dict() for h in result.hits],
@@ -88,7 +80,7 @@ def recall_cmd(
     if as_json:
         sys.stdout.write(json.dumps(payload) + "\n")
         return
-    table = Table(title=f"recall for {role!r}: {query!r}")
+    table = Table(title=f"recall for {role!r} (policy {report.policy.name}): {text!r}")
     for col in ("#", "kind", "tier", "id", "score", "text"):
         table.add_column(col)
     for i, h in enumerate(result.hits, 1):

@@ -116,6 +116,9 @@ def admit(
     batch_id = batch_id or f"adm-{uuid.uuid4().hex[:16]}"
     now = now or datetime.now(UTC)
     staged = stage_candidates(conn, min_points=min_points)
+    if staged.height == 0:
+        # Nothing to judge: no batch row, so a re-run after a crash adds no empty batch.
+        return AdmissionResult(batch_id=batch_id, rows_in=0, admitted=0, pending=0, quarantined=0)
     failures = validate(staged, role_ids) if staged.height else pl.DataFrame(schema=FAILURE_SCHEMA)
     verdicts = decide(staged, failures, batch_id=batch_id)
     persist(conn, verdicts, batch_id=batch_id, now=now)

@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from reflexmem.evaluation.components import compute_components, long_components
 from reflexmem.evaluation.profiles import COMPONENTS, BenchmarkProfile
 from reflexmem.ledger.bulk import bulk_insert, read_frame
-from reflexmem.maturation.prices import PriceSource
+from reflexmem.maturation.providers import PriceProvider
 from reflexmem.maturation.sqlio import UTC_US, drop_stage, parse_utc, stage
 
 BatchKind = Literal["evaluate", "replay", "promote"]
@@ -242,7 +242,7 @@ def record_batch(
 def _evaluate_frame(
     conn: sa.Connection,
     cases: pl.DataFrame,
-    source: PriceSource,
+    prices: PriceProvider,
     profile: BenchmarkProfile,
     kind: BatchKind,
     open_run: RunOpener | None,
@@ -253,6 +253,7 @@ def _evaluate_frame(
     info = BatchInfo(kind, bid, profile.name, profile.version, roles, cases.height)
     if cases.height == 0:
         return EvaluationResult(info, None, cases)
+    source = prices.for_symbols({*cases["symbol"].unique().to_list(), profile.benchmark})
     runs = compute_components(cases, source, profile).with_columns(
         _run_ids(bid, pl.col("decision_id")).alias("run_id"),
         pl.lit(profile.name).alias("profile"),
@@ -265,7 +266,7 @@ def _evaluate_frame(
 
 def evaluate_matured(
     conn: sa.Connection,
-    source: PriceSource,
+    prices: PriceProvider,
     profile: BenchmarkProfile,
     *,
     roles: Sequence[str] | None = None,
@@ -274,12 +275,12 @@ def evaluate_matured(
 ) -> EvaluationResult:
     """Evaluate every matured case not yet evaluated under the profile (idempotent)."""
     cases = select_unevaluated(conn, profile, roles)
-    return _evaluate_frame(conn, cases, source, profile, "evaluate", open_run, batch_id)
+    return _evaluate_frame(conn, cases, prices, profile, "evaluate", open_run, batch_id)
 
 
 def replay(
     conn: sa.Connection,
-    source: PriceSource,
+    prices: PriceProvider,
     profile: BenchmarkProfile,
     *,
     roles: Sequence[str] | None = None,
@@ -289,4 +290,4 @@ def replay(
 ) -> EvaluationResult:
     """Re-evaluate decisions with a primary run under `profile`: new rows, none promoted."""
     cases = select_for_replay(conn, profile, roles, decisions)
-    return _evaluate_frame(conn, cases, source, profile, "replay", open_run, batch_id)
+    return _evaluate_frame(conn, cases, prices, profile, "replay", open_run, batch_id)

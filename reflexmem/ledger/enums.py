@@ -60,6 +60,7 @@ class PendingReason(StrEnum):
     INSUFFICIENT_DATA = "insufficient_data"
     NOT_DUE = "not_due"
     BUDGET_DEFERRED = "budget_deferred"
+    NO_MARKET_DATA = "no_market_data"
 
 
 class OutcomeClass(StrEnum):

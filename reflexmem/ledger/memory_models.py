@@ -79,7 +79,11 @@ class MemoryEntryRow(Base):
     confidence: Mapped[float] = mapped_column(default=1.0)
     window_key: Mapped[str | None] = mapped_column(ENTRY_ID)
     outcome: Mapped[float | None]
+    wins: Mapped[int] = mapped_column(default=0, server_default="0")
+    losses: Mapped[int] = mapped_column(default=0, server_default="0")
+    first_episode: Mapped[int | None]
     created_at: Mapped[datetime]
+    superseded_at: Mapped[datetime | None]
 
 
 class MemorySource(Base):
@@ -163,3 +167,25 @@ class CaseEmbedding(Base):
     model: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
     dim: Mapped[int]
     vector: Mapped[bytes | None] = mapped_column(sa.LargeBinary)
+
+
+class RecallLog(Base):
+    """One recall an agent made: which retrieval policy served which decision.
+
+    The policy was Thompson-sampled from the namespace's bandit when the agent asked;
+    when that decision's case is later recorded as an episode, its outcome credits this
+    policy. `hits` keeps the IDs returned, so a reviewer can see what the agent was shown.
+    `decision_id` is not a foreign key: an agent recalls *before* it records the
+    decision the recall informs.
+    """
+
+    __tablename__ = "recall_log"
+
+    recall_id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    namespace: Mapped[str] = mapped_column(NAMESPACE)
+    decision_id: Mapped[str | None] = mapped_column(sa.String(64), index=True)
+    policy: Mapped[str] = mapped_column(sa.String(128))
+    step: Mapped[int]
+    hits: Mapped[Any] = mapped_column(sa.JSON)
+    as_of: Mapped[datetime | None]
+    recalled_at: Mapped[datetime]

@@ -253,14 +253,27 @@ class RoleCase(Base):
 
 
 class Episode(Base):
-    """The generic experience ledger: one row per agent step (a decision is an episode)."""
+    """The generic experience ledger: one row per agent step (a decision is an episode).
+
+    Every reflected role case is one episode of its role's namespace (`case_id`), at
+    position `episode_index` of that namespace: the index the learning schedule counts.
+    """
 
     __tablename__ = "episodes"
+    __table_args__ = (
+        sa.UniqueConstraint("namespace", "episode_index", name="uq_episodes_namespace"),
+    )
 
     episode_id: Mapped[str] = mapped_column(ID, primary_key=True)
     agent_id: Mapped[str] = mapped_column(ID, index=True)
     parent_id: Mapped[str | None] = mapped_column(sa.ForeignKey("episodes.episode_id"))
-    decision_id: Mapped[str | None] = mapped_column(sa.ForeignKey("trading_decisions.decision_id"))
+    decision_id: Mapped[str | None] = mapped_column(
+        sa.ForeignKey("trading_decisions.decision_id"), index=True
+    )
+    namespace: Mapped[str | None] = mapped_column(sa.String(128))
+    episode_index: Mapped[int | None]
+    case_id: Mapped[str | None] = mapped_column(sa.ForeignKey("role_cases.case_id"), unique=True)
+    quality: Mapped[float | None]
     task_family: Mapped[str] = mapped_column(sa.String(64))
     layer: Mapped[str | None] = mapped_column(sa.String(8))
     outcome: Mapped[float | None]

@@ -54,7 +54,12 @@ def consume_preview(
 
 
 def record_refused_consumption(
-    conn: sa.Connection, attempt_id: str, preview_id: str, decision_id: str, reason: str
+    conn: sa.Connection,
+    attempt_id: str,
+    preview_id: str,
+    decision_id: str,
+    reason: str,
+    code: QuarantineReason = QuarantineReason.PREVIEW_DOUBLE_CONSUME,
 ) -> None:
     """Keep a refused consumption attempt in quarantine, so that nothing is lost."""
     conn.execute(
@@ -62,7 +67,7 @@ def record_refused_consumption(
             subject_kind=SubjectKind.PREVIEW_CONSUMPTION,
             subject_id=attempt_id,
             decision_id=decision_id,
-            reason_code=QuarantineReason.PREVIEW_DOUBLE_CONSUME,
+            reason_code=code,
             failed_expectations="preview_consumed_once",
             detail=f"preview={preview_id}: {reason}",
             created_at=datetime.now(UTC),

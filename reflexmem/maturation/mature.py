@@ -4,8 +4,12 @@ A case matures only when all three hold, checked in this order so the reason nam
 the first thing to wait for:
 
 1. its role's maturation period has passed since the decision (`not_due`),
-2. its position is settled (`unsettled`),
+2. its position is settled (`unsettled`; `no_market_data` when the price source has no
+   bar of the symbol, or none in the position's window although it has later ones:
+   waiting will not settle it, prices must be supplied),
 3. the settlement saw at least `min_points` price bars (`insufficient_data`).
+
+Without a clock at all (no bar in the price source) every candidate is `no_market_data`.
 
 Matured cases become `eligible`; the others stay (or become) `pending` with the reason.
 Candidates are pending cases waiting on one of those reasons and eligible cases that
@@ -25,19 +29,23 @@ import sqlalchemy as sa
 
 from reflexmem.ledger.bulk import read_frame
 from reflexmem.ledger.enums import CaseState, PendingReason
+from reflexmem.maturation.prices import Unsettled, unsettled_reasons
+from reflexmem.maturation.providers import PriceProvider
 from reflexmem.maturation.sqlio import bulk_update, parse_utc
 from reflexmem.registry import RoleRegistry
 
 CANDIDATES_SQL = """
-SELECT rc.case_id, rc.decision_id, rc.role_id, rc.state, rc.pending_reason, d.decided_at,
-       pos.settled, pos.points
+SELECT rc.case_id, rc.decision_id, rc.role_id, rc.symbol, rc.state, rc.pending_reason,
+       d.decided_at, pos.settled, pos.points, pos.opened_at
 FROM role_cases rc
 JOIN trading_decisions d ON d.decision_id = rc.decision_id
 LEFT JOIN (SELECT decision_id,
                   MAX(CASE WHEN status = 'settled' THEN 1 ELSE 0 END) AS settled,
-                  MAX(CASE WHEN status = 'settled' THEN evaluation_points ELSE 0 END) AS points
+                  MAX(CASE WHEN status = 'settled' THEN evaluation_points ELSE 0 END) AS points,
+                  MIN(opened_at) AS opened_at
            FROM position_lifecycles GROUP BY decision_id) pos ON pos.decision_id = rc.decision_id
-WHERE (rc.state = 'pending' AND rc.pending_reason IN ('not_due', 'unsettled', 'insufficient_data'))
+WHERE (rc.state = 'pending' AND rc.pending_reason IN
+       ('not_due', 'unsettled', 'insufficient_data', 'no_market_data'))
    OR (rc.state = 'eligible' AND NOT EXISTS (
         SELECT 1 FROM evaluation_runs r
         WHERE r.decision_id = rc.decision_id AND r.profile = '{profile}'))
@@ -58,7 +66,7 @@ def decide_maturity(
     cases: pl.DataFrame,
     maturation_days: dict[str, int],
     *,
-    as_of: datetime,
+    as_of: datetime | None,
     min_points: int,
 ) -> pl.DataFrame:
     """Add `new_state` and `new_reason` to candidate rows (pure, vectorized).
@@ -69,7 +77,13 @@ def decide_maturity(
     """
     days = pl.col("role_id").replace_strict(maturation_days, default=None, return_dtype=pl.Int64)
     due_at = pl.col("decided_at") + pl.duration(days=days)
-    due = days.is_not_null() & (due_at <= pl.lit(as_of).dt.convert_time_zone("UTC"))
+    if as_of is None:  # no clock: no bar exists, nothing can be judged
+        return cases.with_columns(
+            pl.lit(PendingReason.NO_MARKET_DATA.value).alias("new_reason"),
+            pl.lit(CaseState.PENDING.value).alias("new_state"),
+        )
+    else:
+        due = days.is_not_null() & (due_at <= pl.lit(as_of).dt.convert_time_zone("UTC"))
     settled = pl.col("settled").fill_null(0) == 1
     enough = pl.col("points").fill_null(0) >= min_points
     reason = (
@@ -89,6 +103,41 @@ def decide_maturity(
     )
 
 
+def name_missing_data(
+    decided: pl.DataFrame, prices: PriceProvider, horizons: dict[str, int]
+) -> pl.DataFrame:
+    """Turn `unsettled` into `no_market_data` where the prices can never settle the case.
+
+    One price read for the symbols of the unsettled cases; the horizon target is the
+    position's opening plus the role's outcome horizon, as settlement computes it.
+    """
+    waiting = decided.with_row_index("_i").filter(
+        pl.col("new_reason") == PendingReason.UNSETTLED.value
+    )
+    if waiting.height == 0:
+        return decided
+    source = prices.for_symbols(waiting["symbol"].unique().to_list())
+    opened = waiting.select(
+        pl.coalesce("opened_at", "decided_at").dt.replace_time_zone(None)
+    ).to_series()
+    h = waiting["role_id"].replace_strict(horizons, default=0, return_dtype=pl.Int64)
+    opened_np = opened.to_numpy().astype("datetime64[us]")
+    target = opened_np + h.to_numpy().astype("timedelta64[D]").astype("timedelta64[us]")
+    reasons = unsettled_reasons(source, waiting["symbol"].to_numpy().astype(str), opened_np, target)
+    missing = pl.Series(reasons == Unsettled.NO_MARKET_DATA.value)
+    rows = waiting.filter(missing)["_i"]
+    return (
+        decided.with_row_index("_i")
+        .with_columns(
+            pl.when(pl.col("_i").is_in(rows.implode()))
+            .then(pl.lit(PendingReason.NO_MARKET_DATA.value))
+            .otherwise(pl.col("new_reason"))
+            .alias("new_reason")
+        )
+        .drop("_i")
+    )
+
+
 def load_candidates(conn: sa.Connection, profile: str) -> pl.DataFrame:
     """Cases the maturity check looks at (see the module docstring)."""
     if "'" in profile:
@@ -96,6 +145,7 @@ def load_candidates(conn: sa.Connection, profile: str) -> pl.DataFrame:
     raw = read_frame(conn, CANDIDATES_SQL.format(profile=profile))
     return raw.with_columns(
         parse_utc(pl.col("decided_at")).alias("decided_at"),
+        parse_utc(pl.col("opened_at")).alias("opened_at"),
         pl.col("settled").cast(pl.Int64),
         pl.col("points").cast(pl.Int64),
     )
@@ -105,14 +155,18 @@ def mature_cases(
     conn: sa.Connection,
     registry: RoleRegistry,
     *,
-    as_of: datetime,
+    as_of: datetime | None,
     min_points: int,
     profile: str,
+    prices: PriceProvider | None = None,
 ) -> MaturityReport:
     """Apply the maturity decision to every candidate case and write what changed."""
     cases = load_candidates(conn, profile)
     days = {rid: r.policy.maturation.days for rid, r in registry.roles.items()}
     decided = decide_maturity(cases, days, as_of=as_of, min_points=min_points)
+    if prices is not None:
+        horizons = {rid: r.policy.outcome_probe.horizon_days for rid, r in registry.roles.items()}
+        decided = name_missing_data(decided, prices, horizons)
     changed = decided.filter(
         (pl.col("new_state") != pl.col("state"))
         | pl.col("new_reason").ne_missing(pl.col("pending_reason"))

@@ -11,6 +11,7 @@ the role on a shorter horizon than its policy declares.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 import polars as pl
@@ -23,6 +24,7 @@ from reflexmem.maturation.prices import (
     series_end,
     window_stats,
 )
+from reflexmem.maturation.providers import PriceProvider
 from reflexmem.maturation.sqlio import UTC_US, bulk_update, parse_utc
 from reflexmem.registry import RoleRegistry
 
@@ -60,9 +62,16 @@ def load_open_positions(conn: sa.Connection) -> pl.DataFrame:
 
 
 def settle_frame(
-    positions: pl.DataFrame, source: PriceSource, horizons: dict[str, int]
+    positions: pl.DataFrame,
+    source: PriceSource,
+    horizons: dict[str, int],
+    as_of: datetime | None = None,
 ) -> pl.DataFrame:
-    """The settled subset of `positions` with the columns `position_lifecycles` stores."""
+    """The settled subset of `positions` with the columns `position_lifecycles` stores.
+
+    `as_of` caps what is known: bars after it do not exist for this settlement, so a
+    re-run on historical data settles nothing a run at that time could not have.
+    """
     if positions.height == 0:
         return pl.DataFrame()
     pos = positions.with_columns(
@@ -84,6 +93,9 @@ def settle_frame(
     target = opened + pos["h"].to_numpy().astype("timedelta64[D]").astype("timedelta64[us]")
     symbols = pos["symbol"].to_numpy().astype(str)
     end = series_end(source, symbols)
+    if as_of is not None:
+        cap = np.datetime64(as_of.astimezone(UTC).replace(tzinfo=None), "us")
+        end = np.where(np.isnat(end), end, np.minimum(end, cap))
     exit_ = last_at_or_before(source, symbols, target)
     stats = window_stats(source, symbols, opened, target)
     sign = np.where(pos["direction"].to_numpy() == "long", 1.0, -1.0)
@@ -109,11 +121,19 @@ def settle_frame(
 
 
 def settle_open_positions(
-    conn: sa.Connection, source: PriceSource, registry: RoleRegistry
+    conn: sa.Connection,
+    prices: PriceProvider,
+    registry: RoleRegistry,
+    *,
+    as_of: datetime | None = None,
 ) -> SettleReport:
-    """Settle every open position whose role's horizon the price source already covers."""
+    """Settle every open position whose role's horizon the price source already covers.
+
+    The prices of every symbol with an open position are loaded in one read.
+    """
     positions = load_open_positions(conn)
+    source = prices.for_symbols(positions["symbol"].unique().to_list())
     horizons = {rid: r.policy.outcome_probe.horizon_days for rid, r in registry.roles.items()}
-    settled = settle_frame(positions, source, horizons)
+    settled = settle_frame(positions, source, horizons, as_of)
     n = bulk_update(conn, "position_lifecycles", "position_id", settled) if settled.height else 0
     return SettleReport(open_positions=positions.height, settled=n)

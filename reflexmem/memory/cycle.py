@@ -25,8 +25,9 @@ from typing import Any
 
 from reflexmem.memory import bandit as bandit_fns
 from reflexmem.memory.bandit import BanditState, reward_from_outcome
-from reflexmem.memory.distill import DistillReport, distill_window
+from reflexmem.memory.distill import DistillReport
 from reflexmem.memory.entries import MemoryEntry, Tier
+from reflexmem.memory.merge import distil_window
 from reflexmem.memory.policies import RetrievalPolicy, derive_policy
 from reflexmem.memory.schedule import (
     GateCheck,
@@ -59,6 +60,8 @@ class EpisodeInput:
     policy: str | None = None
     source_ids: tuple[str, ...] = ()
     episode_id: str | None = None
+    case_id: str | None = None
+    decision_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +237,7 @@ def settle_episode(
     state = LearningState(bandit, state.policies, recent)
     report = None
     if window.learned and distill:
-        report = distill_window(store, namespace, window.start, window.end, schedule.distill)
+        report = distil_window(store, namespace, window.start, window.end, schedule.distill)
     gate = check_gate(schedule, window, recent) if window.gate is not None else None
     event = None
     if gate is not None and gate.fires:

@@ -131,6 +131,8 @@ class DistillReport:
     written: tuple[str, ...] = ()
     promoted: tuple[str, ...] = ()
     refused: tuple[tuple[str, str], ...] = ()
+    confirmed: tuple[str, ...] = ()
+    rejected: tuple[str, ...] = ()
 
 
 def semantic_id(key: str, pattern: Pattern) -> str:

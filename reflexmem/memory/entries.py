@@ -62,13 +62,16 @@ class Tier(StrEnum):
 class EntryState(StrEnum):
     """Whether an entry may influence an agent yet.
 
-    Promoted rules start as ``CANDIDATE`` and only act after shadow evaluation sets them
-    ``ACTIVE``; ``RETIRED`` keeps a rejected or superseded rule for audit without recall.
+    Promoted rules start as ``CANDIDATE`` and only act once confirmed, as a new ``ACTIVE``
+    version; ``RETIRED`` keeps a rejected candidate for audit without recall;
+    ``SUPERSEDED`` marks an active version a newer one replaced: it is no longer
+    recalled, but a recall "as of" a time before the replacement still sees it.
     """
 
     ACTIVE = "active"
     CANDIDATE = "candidate"
     RETIRED = "retired"
+    SUPERSEDED = "superseded"
 
 
 TIER_BOOST: Mapping[Tier, float] = {
@@ -93,7 +96,9 @@ class MemoryEntry:
     outcome of the supporting episodes for distilled ones; ``support`` and
     ``confidence`` say how many episodes back a pattern and how consistently;
     ``window_key`` names the distillation window that produced a semantic entry, which
-    is what makes re-running a window detectable.
+    is what makes re-running a window detectable. ``wins`` and ``losses`` count the
+    supporting episodes with positive and negative outcomes and ``first_episode`` is the
+    first of them, so a merged pattern can be extended by later windows exactly.
     """
 
     id: str
@@ -109,6 +114,9 @@ class MemoryEntry:
     confidence: float = 1.0
     window_key: str | None = None
     outcome: float | None = None
+    wins: int = 0
+    losses: int = 0
+    first_episode: int | None = None
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -126,6 +134,12 @@ class MemoryEntry:
             raise ValueError(f"created_episode must be >= 0, got {self.created_episode}")
         if self.support < 0:
             raise ValueError(f"support must be >= 0, got {self.support}")
+        if self.wins < 0 or self.losses < 0:
+            raise ValueError("wins and losses must be >= 0")
+        if self.wins + self.losses > self.support:
+            raise ValueError(
+                f"wins {self.wins} + losses {self.losses} exceed support {self.support}"
+            )
         if self.outcome is not None and not (
             math.isfinite(self.outcome) and -1.0 <= self.outcome <= 1.0
         ):
@@ -151,6 +165,9 @@ class MemoryEntry:
             "confidence": self.confidence,
             "window_key": self.window_key,
             "outcome": self.outcome,
+            "wins": self.wins,
+            "losses": self.losses,
+            "first_episode": self.first_episode,
         }
 
     @classmethod
@@ -177,6 +194,9 @@ class MemoryEntry:
             confidence=float(data.get("confidence", 1.0)),
             window_key=None if data.get("window_key") is None else str(data["window_key"]),
             outcome=None if data.get("outcome") is None else float(data["outcome"]),
+            wins=int(data.get("wins", 0)),
+            losses=int(data.get("losses", 0)),
+            first_episode=None if data.get("first_episode") is None else int(data["first_episode"]),
         )
 
 

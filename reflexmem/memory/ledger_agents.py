@@ -31,6 +31,7 @@ from reflexmem.memory.ledger_policies import (
     save_bandit,
 )
 from reflexmem.memory.ledger_store import LedgerMemoryStore
+from reflexmem.memory.merge import MergeConfig
 from reflexmem.memory.policies import RetrievalPolicy, default_policies
 from reflexmem.memory.schedule import LearningSchedule, closing_windows
 from reflexmem.memory.store import DEFAULT_CAP, QUALITY_FLOOR
@@ -193,7 +194,7 @@ class MemoryLedger:
         due = {ns: self.due_windows(ns) for ns in sorted(names)}
         return {ns: w for ns, w in due.items() if w}
 
-    def distill_due(self, config: DistillConfig | None = None) -> list[DistillReport]:
+    def distill_due(self, config: DistillConfig | MergeConfig | None = None) -> list[DistillReport]:
         """Distil every due window of every namespace (idempotent by window key).
 
         ``config`` defaults to the schedule's distillation thresholds.

@@ -138,6 +138,11 @@ def _episode_rows(
         {
             "episode_id": ids,
             "agent_id": [agent_id] * len(records),
+            "namespace": [namespace] * len(records),
+            "episode_index": pl.Series([r.episode for r in records], dtype=pl.Int64),
+            "case_id": pl.Series([e.case_id for e in episodes], dtype=pl.String),
+            "decision_id": pl.Series([e.decision_id for e in episodes], dtype=pl.String),
+            "quality": pl.Series([e.quality for e in episodes], dtype=pl.Float64),
             "task_family": [task_family] * len(records),
             "outcome": pl.Series([r.outcome for r in records], dtype=pl.Float64),
             "payload": payload["payload"],

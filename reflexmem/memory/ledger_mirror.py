@@ -74,6 +74,9 @@ def entry_from_row(row: Any) -> MemoryEntry:
         confidence=float(row["confidence"]),
         window_key=row["window_key"],
         outcome=None if row["outcome"] is None else float(row["outcome"]),
+        wins=int(row["wins"] or 0),
+        losses=int(row["losses"] or 0),
+        first_episode=None if row["first_episode"] is None else int(row["first_episode"]),
     )
 
 
@@ -98,6 +101,9 @@ def _entry_frame(entries: Sequence[MemoryEntry], at: datetime) -> pl.DataFrame:
             "confidence": [e.confidence for e in entries],
             "window_key": pl.Series([e.window_key for e in entries], dtype=pl.String),
             "outcome": pl.Series([e.outcome for e in entries], dtype=pl.Float64),
+            "wins": pl.Series([e.wins for e in entries], dtype=pl.Int64),
+            "losses": pl.Series([e.losses for e in entries], dtype=pl.Int64),
+            "first_episode": pl.Series([e.first_episode for e in entries], dtype=pl.Int64),
             "created_at": pl.Series([at] * len(entries), dtype=pl.Datetime("us", "UTC")),
         }
     )
@@ -210,8 +216,13 @@ class Mirror:
         for state in EntryState:
             ids = [e.id for e in changed if e.state is state]
             if ids:
+                # A superseded version is stamped, so a recall "as of" an earlier time
+                # can still tell it was the live version then.
+                stamp = {"superseded_at": now} if state is EntryState.SUPERSEDED else {}
                 conn.execute(
-                    sa.update(ENTRIES).where(ENTRIES.c.entry_id.in_(ids)).values(state=state.value)
+                    sa.update(ENTRIES)
+                    .where(ENTRIES.c.entry_id.in_(ids))
+                    .values(state=state.value, **stamp)
                 )
         return {"inserted": len(inserted), "evicted": len(deleted), "state_changes": len(changed)}
 

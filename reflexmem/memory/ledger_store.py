@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 
-from reflexmem.memory.distill import DistillConfig, DistillReport, distill_window
+from reflexmem.memory.distill import DistillConfig, DistillReport
 from reflexmem.memory.entries import EntryState, Freezable, MemoryEntry, Tier
 from reflexmem.memory.ledger_mirror import (
     ENTRIES,
@@ -24,6 +24,7 @@ from reflexmem.memory.ledger_mirror import (
     entry_from_row,
     load_namespaces,
 )
+from reflexmem.memory.merge import MergeConfig, distil_window
 from reflexmem.memory.store import DEFAULT_CAP, QUALITY_FLOOR, InMemoryStore, WriteResult
 
 
@@ -187,9 +188,9 @@ class LedgerMemoryStore(Freezable):
         self,
         namespace: str,
         windows: Sequence[tuple[int, int]],
-        config: DistillConfig | None = None,
+        config: DistillConfig | MergeConfig | None = None,
     ) -> list[DistillReport]:
         """Distil several windows of one namespace in one transaction (bulk flush)."""
         self._guard(f"distill {namespace!r}")
         with self._engine.begin() as conn, self.mirror(conn, [namespace]) as m:
-            return [distill_window(m.store, namespace, s, e, config) for s, e in windows]
+            return [distil_window(m.store, namespace, s, e, config) for s, e in windows]

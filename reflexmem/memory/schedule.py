@@ -26,6 +26,7 @@ import numpy as np
 from reflexmem.memory import bandit as bandit_fns
 from reflexmem.memory.bandit import BanditState, CreditMode
 from reflexmem.memory.distill import DistillConfig
+from reflexmem.memory.merge import MergeConfig
 
 WINDOW_SIZE = 10
 WARMUP_EPISODES = 15
@@ -53,7 +54,7 @@ class LearningSchedule:
     gate_every_windows: int = GATE_EVERY_WINDOWS
     gate_threshold: float = GATE_THRESHOLD
     credit: CreditMode = CreditMode.UNIFORM
-    distill: DistillConfig = field(default_factory=DistillConfig)
+    distill: DistillConfig | MergeConfig = field(default_factory=DistillConfig)
 
     def __post_init__(self) -> None:
         if self.window_size < 1 or self.gate_every_windows < 1 or self.gate_start_window < 1:

@@ -24,6 +24,8 @@ DEFAULT_CAP = 500
 QUALITY_FLOOR = 0.3
 """Writes below this quality are refused: weak lessons would crowd out good ones."""
 
+_DEAD = frozenset({EntryState.SUPERSEDED, EntryState.RETIRED})
+
 
 @dataclass(frozen=True, slots=True)
 class WriteResult:
@@ -97,7 +99,8 @@ class InMemoryStore(Freezable):
     f_match = 1) of every entry in the full tier including the newcomer, at the newest
     episode the namespace has seen; the lowest goes, ties going to the oldest and then
     the smallest id. If the newcomer itself is lowest, the write is refused rather than
-    throwing away something better.
+    throwing away something better. Entries no recall can return any more (superseded
+    versions, retired candidates) are evicted before any live entry.
     """
 
     def __init__(self, cap: int = DEFAULT_CAP, quality_floor: float = QUALITY_FLOOR) -> None:
@@ -139,7 +142,8 @@ class InMemoryStore(Freezable):
         clock = max(self._clock.get(entry.namespace, 0), entry.created_episode)
         evicted: tuple[str, ...] = ()
         if len(bucket) >= self._cap:
-            victim = self._lowest([*bucket.values(), entry], clock)
+            dead = [e for e in bucket.values() if e.state in _DEAD]
+            victim = self._lowest(dead or [*bucket.values(), entry], clock)
             if victim.id == entry.id:
                 return WriteResult(
                     entry.id,

@@ -7,8 +7,12 @@
 2. Each candidate gets f_match = w * text + (1 - w) * max(cosine, 0), with text the
    full-text score divided by the pool's best (1 for a query without terms).
 3. The SPEC 5 formula `rank_scores` orders cases (episodic tier, age in days before
-   `as_of`/now, quality 1) together with the role namespace's *active* semantic and
-   procedural memory entries (age in namespace episodes); candidates never appear.
+   `as_of`/now, quality 1) together with the role namespace's semantic and procedural
+   memory entries (age in namespace episodes) that were live at `as_of` (active, or
+   superseded only after it); candidates never appear. The episodic tier *is* the
+   role cases: the namespace's episodic memory entries mirror them and are not returned.
+4. Results carry distinct texts: of several items with the same wording (the same
+   lesson drawn from many cases), only the best-ranked is returned.
 
 Every returned case is re-checked against the constraints in Python
 (`constraints.violations`); a violating row would be dropped, never returned.
@@ -17,7 +21,7 @@ Every returned case is re-checked against the constraints in Python
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -111,29 +115,61 @@ def _match(
     return np.asarray(weight * text_part + (1.0 - weight) * vec_part, dtype=np.float64)
 
 
-def _memory_entries(conn: sa.Connection, c: RecallConstraints) -> tuple[list[MemoryEntry], int]:
+def _memory_entries(
+    conn: sa.Connection, c: RecallConstraints, tiers: Collection[Tier]
+) -> tuple[list[MemoryEntry], int]:
     from reflexmem.ledger.memory_models import MemoryEntryRow, MemoryNamespace
     from reflexmem.memory.ledger_mirror import entry_from_row, role_namespace
 
     ns = role_namespace(c.role)
     t = MemoryEntryRow.__table__
-    stmt = sa.select(t).where(t.c.namespace == ns, t.c.state == EntryState.ACTIVE.value)
-    if c.as_of is not None:
-        stmt = stmt.where(t.c.created_at <= c.as_of)
+    wanted_tiers = [x.value for x in tiers if x is not Tier.EPISODIC]
+    if not wanted_tiers:
+        return [], 0
+    stmt = sa.select(t).where(t.c.namespace == ns, t.c.tier.in_(wanted_tiers))
+    if c.as_of is None:
+        stmt = stmt.where(t.c.state == EntryState.ACTIVE.value)
+    else:
+        live_then = sa.or_(
+            t.c.state == EntryState.ACTIVE.value,
+            sa.and_(t.c.state == EntryState.SUPERSEDED.value, t.c.superseded_at > c.as_of),
+        )
+        stmt = stmt.where(live_then, t.c.created_at <= c.as_of)
     entries = [entry_from_row(r) for r in conn.execute(stmt).mappings()]
     wanted = set()
     if c.symbol is not None:
         wanted.add(f"symbol:{c.symbol}")
     if c.scenario is not None:
         wanted.add(f"scenario:{c.scenario}")
+    live = (EntryState.ACTIVE, EntryState.SUPERSEDED) if c.as_of else (EntryState.ACTIVE,)
     entries = [
-        e
-        for e in entries
-        if e.state is EntryState.ACTIVE and e.namespace == ns and wanted <= set(e.tags)
+        e for e in entries if e.state in live and e.namespace == ns and wanted <= set(e.tags)
     ]
     n = MemoryNamespace.__table__
     clock = conn.execute(sa.select(n.c.clock).where(n.c.namespace == ns)).scalar()
     return entries, int(clock or 0)
+
+
+def _text_of(item: Any) -> str:
+    text = item.text if isinstance(item, RecallHit) else str(item[1]["lesson"])
+    return " ".join(text.casefold().split())
+
+
+def _distinct_texts(
+    ordered: Sequence[tuple[float, float, Any]], k: int
+) -> list[tuple[float, float, Any]]:
+    """The first `k` items of distinct wording (best-ranked first)."""
+    seen: set[str] = set()
+    out: list[tuple[float, float, Any]] = []
+    for hit in ordered:
+        text = _text_of(hit[2])
+        if text in seen:
+            continue
+        seen.add(text)
+        out.append(hit)
+        if len(out) == k:
+            break
+    return out
 
 
 def recall(
@@ -147,8 +183,13 @@ def recall(
     pool: int | None = None,
     include_memory: bool = True,
     now: datetime | None = None,
+    tiers: Collection[Tier] = tuple(Tier),
 ) -> RecallResult:
-    """Recall up to `k` items for `query` under `constraints` (see the module doc)."""
+    """Recall up to `k` items for `query` under `constraints` (see the module doc).
+
+    `tiers` limits what is returned (a retrieval policy's tiers): without the episodic
+    tier no case is returned, without the others no memory entry.
+    """
     if k < 0:
         raise ValueError("k must be >= 0")
     if not 0.0 <= text_weight <= 1.0:
@@ -157,7 +198,12 @@ def recall(
     dialect = conn.dialect.name
     size = pool if pool is not None else max(50, 5 * k)
     rows: dict[str, Any] = {}
-    fetched = list(conn.execute(candidate_query(dialect, constraints, terms, size)).mappings())
+    want_cases = Tier.EPISODIC in tiers and k > 0
+    fetched = (
+        list(conn.execute(candidate_query(dialect, constraints, terms, size)).mappings())
+        if want_cases
+        else []
+    )
     if dialect == "sqlite" and terms:
         scores = sqlite_text_scores(fetched, terms)
         best = sorted(range(len(fetched)), key=lambda i: -scores[i])[:size]
@@ -169,7 +215,7 @@ def recall(
     vector_backend = None
     vec_scores: dict[str, float] = {}
     qvec = None
-    if embedder is not None:
+    if embedder is not None and want_cases:
         if terms:
             for row in conn.execute(candidate_query(dialect, constraints, (), size)).mappings():
                 rows.setdefault(str(row["case_id"]), row)
@@ -205,15 +251,17 @@ def recall(
         (float(case_scores[i]), _aware(r["decided_at"]).timestamp(), (i, r))
         for i, r in enumerate(kept)
     ]
-    if include_memory:
-        hits += _memory_hits(conn, constraints, query, terms, embedder, qvec, text_weight)
+    if include_memory and k > 0:
+        if embedder is not None and qvec is None:
+            qvec = embedder.embed([query])[0]
+        hits += _memory_hits(conn, constraints, query, terms, embedder, qvec, text_weight, tiers)
 
     def key(h: tuple[float, float, Any]) -> tuple[float, float, str]:
         item = h[2]
         ident = item.id if isinstance(item, RecallHit) else str(item[1]["case_id"])
         return (-h[0], -h[1], ident)
 
-    ordered = sorted((h for h in hits if h[0] > 0), key=key)[:k]
+    ordered = _distinct_texts(sorted((h for h in hits if h[0] > 0), key=key), k)
     out: list[RecallHit] = []
     for score, _, item in ordered:
         if isinstance(item, RecallHit):
@@ -257,8 +305,9 @@ def _memory_hits(
     embedder: Embedder | None,
     qvec: Any,
     weight: float,
+    tiers: Collection[Tier],
 ) -> list[tuple[float, float, Any]]:
-    entries, clock = _memory_entries(conn, c)
+    entries, clock = _memory_entries(conn, c, tiers)
     if not entries:
         return []
     text = TokenOverlapMatcher()(" ".join(terms), entries) if terms else np.ones(len(entries))

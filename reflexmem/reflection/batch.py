@@ -12,7 +12,7 @@ evaluation run only; a case without one is not offered. Deferred cases
 them. Results are written back with staging-table updates and bulk loads:
 
 * a verdict: `reflected` with class, lesson (learnable classes only) and the reflection
-  JSON; a lesson also becomes one episodic memory entry in the role's namespace,
+  JSON (the episodes stage then records the case as an episode of the role's memory),
 * a failed reflection: `reflection_failed` with the error; nothing is fabricated,
 * over budget: `pending/budget_deferred`,
 * every executor audit record of the batch: a row of `executor_audit`.
@@ -36,10 +36,6 @@ from reflexmem.executor import AuditRecord, ToolExecutor, order_tools
 from reflexmem.ledger.bulk import bulk_insert, read_frame
 from reflexmem.ledger.enums import CaseState, Direction, PendingReason
 from reflexmem.maturation.sqlio import UTC_US, bulk_update, parse_utc
-from reflexmem.memory.entries import MemoryEntry, Tier
-from reflexmem.memory.ledger_mirror import role_namespace
-from reflexmem.memory.ledger_store import LedgerMemoryStore
-from reflexmem.memory.store import DEFAULT_CAP
 from reflexmem.reflection.budget import BudgetGate, BudgetLimits
 from reflexmem.reflection.types import Reflection, ReflectionInput, Reflector, parse_evidence
 from reflexmem.registry import RoleRegistry
@@ -110,7 +106,6 @@ class RoleReport:
     failed: int = 0
     deferred: int = 0
     lessons: int = 0
-    memory_entries: int = 0
     model_calls: int = 0
     tokens: int = 0
     audit_records: int = 0
@@ -321,39 +316,6 @@ def _audit_frame(records: Sequence[AuditRecord], batch_id: str, role_id: str) ->
     )
 
 
-def _lesson_entries(
-    conn: sa.Connection,
-    role_id: str,
-    reflected: Sequence[Reflection],
-    raw: dict[str, float],
-    symbols: dict[str, str],
-    cap: int,
-) -> list[MemoryEntry]:
-    """The newest `cap` lessons as episodic entries (older ones the tier cap would evict)."""
-    lessons = [r for r in reflected if r.lesson is not None][-cap:]
-    if not lessons:
-        return []
-    ns = role_namespace(role_id)
-    clock = conn.execute(
-        sa.text("SELECT clock FROM memory_namespaces WHERE namespace = :n"), {"n": ns}
-    ).scalar()
-    base = int(clock or 0)
-    return [
-        MemoryEntry(
-            id=f"lesson-{r.case_id}",
-            namespace=ns,
-            tier=Tier.EPISODIC,
-            text=r.lesson or "",
-            tags=("lesson", str(r.outcome_class), symbols.get(r.case_id, "")),
-            quality=0.7 if r.layer == "L3" else 0.6,
-            created_episode=base + i + 1,
-            source_ids=(r.case_id,),
-            outcome=float(np.clip(raw.get(r.case_id, 0.0), -1.0, 1.0)),
-        )
-        for i, r in enumerate(lessons)
-    ]
-
-
 def reflect_role(
     engine: sa.Engine,
     registry: RoleRegistry,
@@ -366,7 +328,6 @@ def reflect_role(
     budget: BudgetLimits | None = None,
     day: date | None = None,
     executor: ToolExecutor | None = None,
-    memory_cap: int = DEFAULT_CAP,
     on_locked: Callable[[str], None] | None = None,
 ) -> RoleReport:
     """Reflect on one role's offerable cases in one locked transaction."""
@@ -379,6 +340,9 @@ def reflect_role(
         if on_locked is not None:
             on_locked(batch_id)
         frame = load_inputs(conn, role_id, profile=profile, limit=limit)
+        if frame.height == 0:
+            # Nothing offerable: no batch row, so a re-run after a crash adds no empty batch.
+            return RoleReport(role_id=role_id, batch_id=batch_id)
         inputs, failures = build_inputs(frame, registry)
         deferred: list[ReflectionInput] = []
         gate: BudgetGate | None = None
@@ -424,13 +388,6 @@ def reflect_role(
         )
         bulk_update(conn, "role_cases", "case_id", updates, json_columns=("reflection",))
         ok = [r for r in results if not r.failed]
-        raw = dict(zip(frame["case_id"].to_list(), frame["raw_return"].to_list(), strict=True))
-        symbols = dict(zip(frame["case_id"].to_list(), frame["symbol"].to_list(), strict=True))
-        entries = _lesson_entries(conn, role_id, ok, raw, symbols, memory_cap)
-        stored = 0
-        if entries:
-            written = LedgerMemoryStore(engine).put_many_on(conn, entries)
-            stored = sum(1 for w in written if w.stored)
         records = executor.audit[audit_from:] if executor is not None else []
         bulk_insert(conn, "executor_audit", _audit_frame(records, batch_id, role_id))
         by_class: dict[str, int] = {}
@@ -447,7 +404,6 @@ def reflect_role(
             failed=len(everything) - len(ok),
             deferred=len(deferred),
             lessons=sum(1 for r in ok if r.lesson is not None),
-            memory_entries=stored,
             model_calls=calls,
             tokens=tokens,
             audit_records=len(records),

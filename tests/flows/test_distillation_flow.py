@@ -11,9 +11,8 @@ from reflexmem.memory.ledger_agents import MemoryLedger
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_distillation_flow_distils_due_namespaces_and_publishes_artifacts(tmp_path: Path) -> None:
-    from prefect.client.orchestration import get_client
-
     from flows.distillation import distillation, record_episodes
+    from prefect.client.orchestration import get_client
 
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     engine = make_engine(url)

@@ -24,6 +24,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from infra.migrations import sqlite_role_cases
+
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
@@ -43,69 +45,10 @@ def _enum(values: tuple[str, ...], name: str) -> sa.Enum:
     )
 
 
-def _facets(row: str) -> str:
-    """SQLite expression of the facet tokens of `row` (NEW or OLD); see recall.fts."""
-    us = "char(31)"
-    base = f"{row}.role_id || {us} || {row}.state"
-    sym = f"{base} || {us} || 's' || {us} || {row}.symbol"
-    scen = f"{us} || 'c' || {us} || {row}.scenario"
-    return (
-        f"'f' || hex({base}) || ' f' || hex({sym})"
-        f" || CASE WHEN {row}.scenario IS NULL THEN '' ELSE"
-        f" ' f' || hex({base} || {scen}) || ' f' || hex({sym} || {scen}) END"
-    )
-
-
-FTS_COLUMNS = "decision_text, lesson, symbol, scenario, facets"
-
-
-def _fts_values(row: str) -> str:
-    return (
-        f"{row}.rowid, {row}.decision_text, {row}.lesson, {row}.symbol, {row}.scenario, "
-        f"{_facets(row)}"
-    )
-
-
 def _sqlite_upgrade() -> None:
-    op.execute(
-        "CREATE VIRTUAL TABLE role_cases_fts USING fts5("
-        f"{FTS_COLUMNS}, content='', tokenize='unicode61 remove_diacritics 2')"
-    )
-    op.execute(
-        "CREATE TRIGGER role_cases_fts_ai AFTER INSERT ON role_cases BEGIN "
-        f"INSERT INTO role_cases_fts(rowid, {FTS_COLUMNS}) VALUES ({_fts_values('NEW')}); END"
-    )
-    op.execute(
-        "CREATE TRIGGER role_cases_fts_ad AFTER DELETE ON role_cases BEGIN "
-        f"INSERT INTO role_cases_fts(role_cases_fts, rowid, {FTS_COLUMNS}) "
-        f"VALUES ('delete', {_fts_values('OLD')}); END"
-    )
-    op.execute(
-        "CREATE TRIGGER role_cases_fts_au AFTER UPDATE OF "
-        "decision_text, lesson, symbol, scenario, role_id, state ON role_cases BEGIN "
-        f"INSERT INTO role_cases_fts(role_cases_fts, rowid, {FTS_COLUMNS}) "
-        f"VALUES ('delete', {_fts_values('OLD')}); "
-        f"INSERT INTO role_cases_fts(rowid, {FTS_COLUMNS}) VALUES ({_fts_values('NEW')}); END"
-    )
-    stamp = "strftime('%Y-%m-%d %H:%M:%f000', 'now')"
-    op.execute(
-        "CREATE TRIGGER role_cases_reflected_ai AFTER INSERT ON role_cases "
-        "WHEN NEW.state = 'reflected' BEGIN "
-        "INSERT OR REPLACE INTO case_reflections(case_id, reflected_at) "
-        f"VALUES (NEW.case_id, {stamp}); END"
-    )
-    op.execute(
-        "CREATE TRIGGER role_cases_reflected_au AFTER UPDATE OF state ON role_cases "
-        "WHEN NEW.state = 'reflected' AND OLD.state IS NOT 'reflected' BEGIN "
-        "INSERT OR REPLACE INTO case_reflections(case_id, reflected_at) "
-        f"VALUES (NEW.case_id, {stamp}); END"
-    )
-    # Backfill for cases that existed before this revision.
-    op.execute(
-        f"INSERT INTO role_cases_fts(rowid, {FTS_COLUMNS}) "
-        f"SELECT {_fts_values('role_cases').replace('role_cases.rowid', 'rowid')} "
-        "FROM role_cases"
-    )
+    sqlite_role_cases.create_fts_table(op.execute)
+    sqlite_role_cases.create_triggers(op.execute)
+    sqlite_role_cases.backfill(op.execute)
 
 
 def _postgres_upgrade() -> None:
@@ -269,13 +212,7 @@ def downgrade() -> None:
         op.execute("DROP INDEX IF EXISTS ix_role_cases_search")
         op.execute("ALTER TABLE role_cases DROP COLUMN IF EXISTS search")
     else:
-        for trigger in (
-            "role_cases_fts_ai",
-            "role_cases_fts_ad",
-            "role_cases_fts_au",
-            "role_cases_reflected_ai",
-            "role_cases_reflected_au",
-        ):
+        for trigger in sqlite_role_cases.TRIGGERS:
             op.execute(f"DROP TRIGGER IF EXISTS {trigger}")
         op.execute("DROP TABLE IF EXISTS role_cases_fts")
     op.drop_index("ix_role_cases_recall_scenario", table_name="role_cases")

@@ -1,0 +1,341 @@
+"""Distillation that merges repeated lessons into one pattern per lesson, window by window.
+
+The trading stream repeats itself: one role makes the same mistake on the same symbol
+many times, and each time reflection words the same lesson. Window-local patterns (see
+`distill.py`) would turn that into one near-identical semantic entry per window. Here
+every pattern tag (e.g. `pattern:<lesson key>`, chosen by the caller) has one lineage:
+each window that carries the tag writes a new *version* whose counts are cumulative
+(support, wins, losses, quality, mean outcome, first and last episode), and the
+version it extends becomes `superseded`. Versions are never edited, so a recall "as of"
+a past time can still see the version that was current then.
+
+A pattern that is strong enough becomes a `candidate` procedural rule; a candidate is
+confirmed (a new `active` rule version) only by episodes that came *after* it was
+promoted, at the same thresholds that promoted it, and rejected (`retired`) once those
+later episodes go the other way more often than not. The promotion data never
+confirms its own rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from reflexmem.memory.distill import (
+    DistillConfig,
+    DistillReport,
+    Pattern,
+    Polarity,
+    distill_window,
+    window_key,
+)
+from reflexmem.memory.entries import EntryState, MemoryEntry, Tier
+from reflexmem.memory.store import MemoryStore
+
+SCOPE_PREFIXES = ("symbol:", "scenario:")
+"""Tags that say which cases a pattern is about; recall filters on them."""
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True)
+class MergeConfig:
+    """Which tags form patterns, and the thresholds of patterns and rules.
+
+    `min_support` (2: one episode is an anecdote), `promote_min_support` (5) and
+    `promote_min_confidence` (0.8) are the spec-level values of `DistillConfig`;
+    `reject_below = 0.5` retires a candidate whose later episodes mostly disagree with
+    it (below one half its direction no longer holds). `gist` turns an episode's text
+    into the wording the pattern keeps (e.g. without the case's own numbers).
+    """
+
+    tag_prefix: str = "pattern:"
+    min_support: int = 2
+    promote_min_support: int = 5
+    promote_min_confidence: float = 0.8
+    reject_below: float = 0.5
+    gist: Callable[[str], str] = field(default=_identity, compare=False)
+
+
+@dataclass
+class _Group:
+    episodes: list[MemoryEntry] = field(default_factory=list)
+
+    @property
+    def wins(self) -> int:
+        return sum(1 for e in self.episodes if e.outcome is not None and e.outcome > 0)
+
+    @property
+    def losses(self) -> int:
+        return sum(1 for e in self.episodes if e.outcome is not None and e.outcome < 0)
+
+
+def _polarity(wins: int, losses: int) -> Polarity | None:
+    if wins == losses:
+        return None
+    return Polarity.POSITIVE if wins > losses else Polarity.NEGATIVE
+
+
+def _scope(tags: Sequence[str]) -> str:
+    parts = [t.split(":", 1)[1] for t in tags if t.startswith(SCOPE_PREFIXES)]
+    return f" [{', '.join(parts)}]" if parts else ""
+
+
+def _lineage(store: MemoryStore, namespace: str, tier: Tier) -> dict[str, MemoryEntry]:
+    """The newest live version per pattern tag (the tag is each version's first tag)."""
+    live = (EntryState.ACTIVE, EntryState.CANDIDATE)
+    out: dict[str, MemoryEntry] = {}
+    for entry in store.entries(namespace, (tier,), live):
+        tag = entry.tags[0] if entry.tags else ""
+        if tag not in out or entry.created_episode >= out[tag].created_episode:
+            out[tag] = entry
+    return out
+
+
+def _rules(store: MemoryStore, namespace: str) -> dict[str, MemoryEntry]:
+    """The newest rule version per pattern tag, in any state (a rejected rule stays)."""
+    out: dict[str, MemoryEntry] = {}
+    for entry in store.entries(namespace, (Tier.PROCEDURAL,)):
+        tag = entry.tags[0] if entry.tags else ""
+        if entry.state is EntryState.SUPERSEDED:
+            continue
+        if tag not in out or entry.created_episode >= out[tag].created_episode:
+            out[tag] = entry
+    return out
+
+
+def _merged(
+    namespace: str,
+    tag: str,
+    group: _Group,
+    prev: MemoryEntry | None,
+    start: int,
+    end: int,
+    cfg: MergeConfig,
+) -> MemoryEntry:
+    n = len(group.episodes)
+    support = n + (prev.support if prev else 0)
+    wins = group.wins + (prev.wins if prev else 0)
+    losses = group.losses + (prev.losses if prev else 0)
+    q_sum = sum(e.quality for e in group.episodes) + (prev.quality * prev.support if prev else 0)
+    o_sum = sum(e.outcome or 0.0 for e in group.episodes) + (
+        (prev.outcome or 0.0) * prev.support if prev else 0.0
+    )
+    first = min(e.created_episode for e in group.episodes)
+    if prev is not None and prev.first_episode is not None:
+        first = min(first, prev.first_episode)
+    last = max(e.created_episode for e in group.episodes)
+    common = set(group.episodes[0].tags)
+    for e in group.episodes[1:]:
+        common &= set(e.tags)
+    if prev is not None:  # a lineage's scope only narrows: it must hold for every source
+        common &= set(prev.tags)
+    scope = sorted(t for t in common if t != tag and not t.startswith("polarity:"))
+    polarity = _polarity(wins, losses)
+    tags = [tag, *scope, *([f"polarity:{polarity.value}"] if polarity else [])]
+    gist = cfg.gist(group.episodes[0].text)
+    mean = max(-1.0, min(1.0, o_sum / support))
+    text = (
+        f"{gist} (seen {support}x{_scope(scope)}: {wins} won, {losses} lost, mean outcome "
+        f"{mean:+.2f}; episodes {first}-{last})"
+    )
+    live = support >= cfg.min_support and polarity is not None
+    return MemoryEntry(
+        id=f"sem:{namespace}:{tag}@{end}",
+        namespace=namespace,
+        tier=Tier.SEMANTIC,
+        text=text,
+        tags=tuple(tags),
+        quality=min(1.0, q_sum / support),
+        created_episode=end - 1,
+        source_ids=tuple(
+            dict.fromkeys(s for e in group.episodes for s in (e.source_ids or (e.id,)))
+        )
+        + ((prev.id,) if prev else ()),
+        state=EntryState.ACTIVE if live else EntryState.CANDIDATE,
+        support=support,
+        confidence=max(wins, losses) / support,
+        window_key=window_key(namespace, start, end),
+        outcome=mean,
+        wins=wins,
+        losses=losses,
+        first_episode=first,
+    )
+
+
+def _rule(
+    semantic: MemoryEntry, gist: str, state: EntryState, suffix: str, *sources: str
+) -> MemoryEntry:
+    polarity = Polarity.POSITIVE if semantic.wins > semantic.losses else Polarity.NEGATIVE
+    agree = max(semantic.wins, semantic.losses)
+    advice = "favour it" if polarity is Polarity.POSITIVE else "avoid it or size down"
+    text = (
+        f"Rule{_scope(semantic.tags)}: {gist} It ended {polarity.value} in {agree} of "
+        f"{semantic.support} cases: {advice}."
+    )
+    tag = semantic.tags[0]
+    return MemoryEntry(
+        id=f"proc:{semantic.namespace}:{tag}{suffix}",
+        namespace=semantic.namespace,
+        tier=Tier.PROCEDURAL,
+        text=text,
+        tags=semantic.tags,
+        quality=semantic.quality,
+        created_episode=semantic.created_episode,
+        source_ids=(semantic.id, *sources),
+        state=state,
+        support=semantic.support,
+        confidence=semantic.confidence,
+        window_key=semantic.window_key,
+        outcome=semantic.outcome,
+        wins=semantic.wins,
+        losses=semantic.losses,
+        first_episode=semantic.first_episode,
+    )
+
+
+def _judge_candidate(
+    rule: MemoryEntry, semantic: MemoryEntry, cfg: MergeConfig
+) -> EntryState | None:
+    """ACTIVE (confirmed), RETIRED (rejected) or None (wait), from later episodes only."""
+    later = semantic.support - rule.support
+    if later < cfg.promote_min_support:
+        return None
+    positive = rule.wins > rule.losses
+    agree = (semantic.wins - rule.wins) if positive else (semantic.losses - rule.losses)
+    share = agree / later
+    if share >= cfg.promote_min_confidence:
+        return EntryState.ACTIVE
+    if share < cfg.reject_below:
+        return EntryState.RETIRED
+    return None
+
+
+@dataclass
+class _Outcome:
+    patterns: list[Pattern] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    promoted: list[str] = field(default_factory=list)
+    confirmed: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _rules_step(
+    store: MemoryStore,
+    semantic: MemoryEntry,
+    gist: str,
+    rule: MemoryEntry | None,
+    cfg: MergeConfig,
+    out: _Outcome,
+) -> None:
+    if semantic.state is not EntryState.ACTIVE:
+        return
+    if rule is None:
+        strong = (
+            semantic.support >= cfg.promote_min_support
+            and semantic.confidence >= cfg.promote_min_confidence
+        )
+        if strong:
+            candidate = _rule(semantic, gist, EntryState.CANDIDATE, "")
+            result = store.put(candidate)
+            if result.stored:
+                out.promoted.append(candidate.id)
+            else:
+                out.refused.append((candidate.id, result.reason or "refused"))
+        return
+    if rule.state is not EntryState.CANDIDATE:
+        return
+    verdict = _judge_candidate(rule, semantic, cfg)
+    if verdict is EntryState.ACTIVE:
+        end = semantic.created_episode + 1
+        confirmed = _rule(semantic, gist, EntryState.ACTIVE, f"@{end}", rule.id)
+        result = store.put(confirmed)
+        if not result.stored:
+            out.refused.append((confirmed.id, result.reason or "refused"))
+            return
+        store.set_state(rule.id, EntryState.RETIRED)
+        out.confirmed.append(confirmed.id)
+    elif verdict is EntryState.RETIRED:
+        store.set_state(rule.id, EntryState.RETIRED)
+        out.rejected.append(rule.id)
+
+
+def distill_merged(
+    store: MemoryStore,
+    namespace: str,
+    start: int,
+    end: int,
+    config: MergeConfig | None = None,
+) -> DistillReport:
+    """Extend every pattern lineage the window's episodes carry; promote, confirm, reject."""
+    cfg = config or MergeConfig()
+    key = window_key(namespace, start, end)
+    if store.has_window(namespace, key):
+        return DistillReport(namespace, key, start, end, already_done=True)
+    groups: dict[str, _Group] = {}
+    for e in store.entries(namespace, (Tier.EPISODIC,)):
+        if not start <= e.created_episode < end or e.outcome is None:
+            continue
+        for tag in dict.fromkeys(e.tags):
+            if tag.startswith(cfg.tag_prefix):
+                groups.setdefault(tag, _Group()).episodes.append(e)
+    current = _lineage(store, namespace, Tier.SEMANTIC)
+    rules = _rules(store, namespace)
+    out = _Outcome()
+    for tag in sorted(groups):
+        prev = current.get(tag)
+        merged = _merged(namespace, tag, groups[tag], prev, start, end, cfg)
+        result = store.put(merged)
+        if not result.stored:
+            out.refused.append((merged.id, result.reason or "refused"))
+            continue
+        if prev is not None:
+            done = EntryState.SUPERSEDED if prev.state is EntryState.ACTIVE else EntryState.RETIRED
+            store.set_state(prev.id, done)
+        polarity = _polarity(merged.wins, merged.losses)
+        if polarity is not None:
+            out.patterns.append(
+                Pattern(
+                    tag=tag,
+                    polarity=polarity,
+                    support=merged.support,
+                    agreeing=max(merged.wins, merged.losses),
+                    confidence=merged.confidence,
+                    mean_outcome=merged.outcome or 0.0,
+                    quality=merged.quality,
+                    source_ids=merged.source_ids,
+                )
+            )
+        out.written.append(merged.id)
+        gist = cfg.gist(groups[tag].episodes[0].text)
+        _rules_step(store, merged, gist, rules.get(tag), cfg, out)
+    store.mark_window(namespace, key)
+    return DistillReport(
+        namespace,
+        key,
+        start,
+        end,
+        already_done=False,
+        patterns=tuple(out.patterns),
+        written=tuple(out.written),
+        promoted=tuple(out.promoted),
+        refused=tuple(out.refused),
+        confirmed=tuple(out.confirmed),
+        rejected=tuple(out.rejected),
+    )
+
+
+def distil_window(
+    store: MemoryStore,
+    namespace: str,
+    start: int,
+    end: int,
+    config: DistillConfig | MergeConfig | None = None,
+) -> DistillReport:
+    """Distil one window: merged lineages for a `MergeConfig`, window-local patterns else."""
+    if isinstance(config, MergeConfig):
+        return distill_merged(store, namespace, start, end, config)
+    return distill_window(store, namespace, start, end, config)

@@ -1,0 +1,185 @@
+"""The learning cycle, written once: every entry point runs this sequence of stages.
+
+`run_cycle` names the stages in order and what each one is given; *how* a stage runs
+is the runner's business. The scheduled flows run parts of the cycle (`run_intake`,
+`run_maturation`, `run_reflection`, `run_memory`), and the cycle is those parts in order,
+so each part is written once too. `DirectRunner` calls the operation in this process (the CLI,
+the demo, the benchmarks and the tests); the Prefect runner in `flows/cycle.py` calls
+the task that wraps the same operation, so the direct path and the flow cannot drift
+apart: there is no second copy of the sequence to drift.
+
+Every stage is idempotent by its own selection (only unjudged executions are admitted,
+only open positions settled, only unevaluated cases evaluated, only decisions without a
+primary run promoted, only offerable cases reflected, only unrecorded cases recorded,
+only due windows distilled), so a cycle that crashed part way is simply run again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, is_dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from reflexmem.admission.admit import AdmissionResult
+from reflexmem.maturation import MaturityReport, SettleReport
+from reflexmem.operations.evaluation import EvaluationReport, PromotionReport, evaluate, promote
+from reflexmem.operations.intake import DropReport, admit, ingest_drop
+from reflexmem.operations.maturation import CyclePlan, mature, plan, settle
+from reflexmem.operations.memory import (
+    DistilReport,
+    EpisodeReport,
+    distil,
+    namespaces_due,
+    record_episodes,
+)
+from reflexmem.operations.reflection import reflect
+from reflexmem.operations.resources import Resources
+from reflexmem.reflection.batch import RoleReport
+
+R = TypeVar("R")
+
+
+class StageRunner(Protocol):
+    """Runs one operation with parameters, or one operation over a list of values."""
+
+    def run(self, op: Callable[..., R], /, **params: Any) -> R:
+        """`op(resources, **params)`, however the runner executes it."""
+        ...
+
+    def map(
+        self, op: Callable[..., R], key: str, values: Sequence[Any], /, **params: Any
+    ) -> list[R]:
+        """`op(resources, **{key: v}, **params)` for every value (possibly concurrently)."""
+        ...
+
+
+class DirectRunner:
+    """Calls operations in this process, one after the other."""
+
+    def __init__(self, resources: Resources) -> None:
+        self.resources = resources
+
+    def run(self, op: Callable[..., R], /, **params: Any) -> R:
+        """Call the operation now."""
+        return op(self.resources, **params)
+
+    def map(
+        self, op: Callable[..., R], key: str, values: Sequence[Any], /, **params: Any
+    ) -> list[R]:
+        """Call the operation once per value, in order."""
+        return [op(self.resources, **{key: v}, **params) for v in values]
+
+
+@dataclass(frozen=True)
+class CycleParams:
+    """What one cycle run is asked to do; everything else comes from the resources."""
+
+    as_of: datetime | None = None
+    profile: str | None = None
+    version: int | None = None
+    roles: tuple[str, ...] | None = None
+    drop: Path | None = None
+
+
+@dataclass(frozen=True)
+class CycleReport:
+    """Every stage's report, in the order the stages ran."""
+
+    drop: DropReport | None
+    admission: AdmissionResult
+    maturation: MaturationReport
+    reflection: tuple[RoleReport, ...]
+    memory: MemoryReport
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data (timestamps as ISO strings)."""
+        data: dict[str, Any] = plain(self)
+        return data
+
+
+@dataclass(frozen=True)
+class MaturationReport:
+    """The maturation part of a cycle: settle, mature, evaluate, promote."""
+
+    plan: CyclePlan
+    settle: SettleReport
+    maturity: MaturityReport
+    evaluation: EvaluationReport
+    promotion: PromotionReport
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """The memory part of a cycle: episodes recorded per role, windows distilled."""
+
+    episodes: tuple[EpisodeReport, ...]
+    distillation: tuple[DistilReport, ...]
+
+
+def run_intake(
+    runner: StageRunner, drop: Path | None = None
+) -> tuple[DropReport | None, AdmissionResult]:
+    """Ingest a drop folder (when given), then admit: what the `admission` flow runs."""
+    dropped = runner.run(ingest_drop, folder=drop) if drop is not None else None
+    return dropped, runner.run(admit)
+
+
+def run_maturation(runner: StageRunner, params: CycleParams | None = None) -> MaturationReport:
+    """Fix the clock, settle, mature, evaluate, promote: what `maturation_check` runs."""
+    p = params or CycleParams()
+    cycle = runner.run(plan, as_of=p.as_of, roles=p.roles)
+    settled = runner.run(settle, as_of=cycle.as_of)
+    maturity = runner.run(mature, as_of=cycle.as_of, profile=p.profile)
+    evaluated = runner.run(evaluate, profile=p.profile, version=p.version)
+    promoted = runner.run(promote, profile=p.profile, version=p.version, only_unpromoted=True)
+    return MaturationReport(cycle, settled, maturity, evaluated, promoted)
+
+
+def run_reflection(
+    runner: StageRunner, roles: Sequence[str], profile: str | None = None
+) -> tuple[RoleReport, ...]:
+    """One reflection batch per role (side by side on a runner that can): `reflection_batch`."""
+    return tuple(runner.map(reflect, "role_id", roles, profile=profile))
+
+
+def run_memory(
+    runner: StageRunner, roles: Sequence[str], profile: str | None = None
+) -> MemoryReport:
+    """Record reflected cases as episodes, then distil every due window: `distillation`."""
+    recorded = runner.map(record_episodes, "role_id", roles, profile=profile)
+    due = runner.run(namespaces_due)
+    distilled = runner.map(distil, "namespace", due)
+    return MemoryReport(tuple(recorded), tuple(distilled))
+
+
+def run_cycle(runner: StageRunner, params: CycleParams | None = None) -> CycleReport:
+    """Run every stage of the cycle once, in order, through `runner`: `daily_cycle`."""
+    p = params or CycleParams()
+    dropped, admission = run_intake(runner, p.drop)
+    maturation = run_maturation(runner, p)
+    reflected = run_reflection(runner, maturation.plan.roles, p.profile)
+    memory = run_memory(runner, maturation.plan.roles, p.profile)
+    return CycleReport(
+        drop=dropped,
+        admission=admission,
+        maturation=maturation,
+        reflection=reflected,
+        memory=memory,
+    )
+
+
+def plain(value: Any) -> Any:
+    """Reports as JSON-able data: dataclasses to dicts, timestamps and paths to strings."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {k: plain(v) for k, v in asdict(value).items()}
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return str(value)
+    return value

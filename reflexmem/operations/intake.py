@@ -1,0 +1,136 @@
+"""Stages that bring input in: ingest files, ingest a drop folder, consume previews, admit.
+
+Each function is one stage of the cycle over `Resources` and returns its report; the
+CLI, the flows and the tests call these and nothing below them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reflexmem.admission.admit import AdmissionResult
+from reflexmem.admission.admit import admit as admit_batch
+from reflexmem.ingest.load import IngestReport, ingest_files
+from reflexmem.ingest.read import SUFFIXES, IngestError
+from reflexmem.ledger.enums import QuarantineReason
+from reflexmem.ledger.previews import (
+    PreviewAlreadyConsumed,
+    PreviewError,
+    consume_preview,
+    record_refused_consumption,
+)
+from reflexmem.operations.resources import Resources
+
+
+def ingest(res: Resources, paths: Sequence[Path], kind: str | None = None) -> IngestReport:
+    """Validate and load ledger files in one transaction: all of them or nothing.
+
+    Unparseable input raises `IngestError` and writes nothing; market bars that parse but
+    fail their expectation suite are quarantined and the rest load.
+    """
+    with res.engine.begin() as conn:
+        return ingest_files(
+            conn,
+            paths,
+            kinds=[kind] * len(paths) if kind else None,
+            validate_bars=res.validate_bars,
+        )
+
+
+@dataclass(frozen=True)
+class DropReport:
+    """What ingesting a drop folder did, file by file."""
+
+    folder: str
+    loaded: dict[str, int] = field(default_factory=dict)
+    unchanged: tuple[str, ...] = ()
+    rejected: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def rows_added(self) -> int:
+        """Rows written over every loaded file."""
+        return sum(self.loaded.values())
+
+
+def ingest_drop(res: Resources, folder: Path) -> DropReport:
+    """Ingest every ledger file of `folder`, each in its own transaction.
+
+    A bad file is reported (with the reason that names its row and column) and writes
+    nothing, without blocking the good ones; a file ingested before is skipped by its
+    checksum, so the scheduled flow can run over the same folder again and again.
+    Files of one kind depend on earlier kinds (executions on decisions), so files are
+    loaded in dependency order of their kinds, then by name.
+    """
+    if not folder.is_dir():
+        return DropReport(folder=str(folder))
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES)
+    loaded: dict[str, int] = {}
+    unchanged: list[str] = []
+    rejected: dict[str, str] = {}
+    for path in _dependency_order(files):
+        try:
+            report = ingest(res, [path])
+        except IngestError as exc:
+            rejected[path.name] = str(exc)
+            continue
+        if report.skipped_files:
+            unchanged.append(path.name)
+        else:
+            loaded[path.name] = report.total_added
+    return DropReport(str(folder), loaded, tuple(unchanged), rejected)
+
+
+def _dependency_order(files: list[Path]) -> list[Path]:
+    from reflexmem.ingest.read import detect_kind
+    from reflexmem.ingest.schemas import LOAD_ORDER
+
+    def rank(path: Path) -> tuple[int, str]:
+        try:
+            return LOAD_ORDER.index(detect_kind(path)), path.name
+        except (IngestError, ValueError):
+            return len(LOAD_ORDER), path.name
+
+    return sorted(files, key=rank)
+
+
+@dataclass(frozen=True)
+class ConsumeReport:
+    """A preview consumption: done, or refused and kept in quarantine."""
+
+    preview_id: str
+    decision_id: str
+    consumed: bool
+    reason: str | None = None
+
+
+def consume(res: Resources, preview_id: str, decision_id: str) -> ConsumeReport:
+    """Consume a manual preview exactly once; every refused attempt is kept in quarantine."""
+    try:
+        with res.engine.begin() as conn:
+            consume_preview(conn, preview_id, decision_id)
+    except PreviewError as exc:
+        code = (
+            QuarantineReason.PREVIEW_DOUBLE_CONSUME
+            if isinstance(exc, PreviewAlreadyConsumed)
+            else QuarantineReason.PREVIEW_MISSING
+        )
+        with res.engine.begin() as conn:
+            record_refused_consumption(
+                conn, f"consume-{uuid.uuid4().hex[:16]}", preview_id, decision_id, str(exc), code
+            )
+        return ConsumeReport(preview_id, decision_id, consumed=False, reason=str(exc))
+    return ConsumeReport(preview_id, decision_id, consumed=True)
+
+
+def admit(res: Resources) -> AdmissionResult:
+    """One fail-closed admission batch over every execution not judged yet."""
+    with res.engine.begin() as conn:
+        return admit_batch(
+            conn,
+            res.registry.ids,
+            res.validate_admission,
+            min_points=res.min_evaluation_points,
+        )

@@ -1,0 +1,182 @@
+"""Stages of memory (SPEC 5): record reflected cases as episodes, distil due windows.
+
+`record_episodes` is where the trading stream enters the three-tier memory: each
+reflected case of a role becomes one episode of `role:<id>` (ledger row, episodic entry,
+bandit credit for the policy that served the decision's recall, the evolution gate at
+window ends), in chunks so memory stays bounded however many cases are waiting.
+`distil` merges the lessons of every due window into semantic patterns and procedural
+rules (`reflexmem.memory.merge`). Both are idempotent by their own selection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from reflexmem.memory.cycle import EpisodeInput
+from reflexmem.memory.distill import DistillReport
+from reflexmem.memory.ledger_agents import MemoryLedger
+from reflexmem.memory.ledger_episodes import RecordReport
+from reflexmem.memory.ledger_mirror import role_namespace
+from reflexmem.memory.merge import MergeConfig
+from reflexmem.memory.role_stream import (
+    episode_frame,
+    lesson_gist,
+    select_unrecorded,
+)
+from reflexmem.memory.schedule import LearningSchedule
+from reflexmem.operations.resources import Resources
+
+CHUNK = 50_000
+"""Cases recorded per transaction: bounded memory, and a crash loses at most one chunk."""
+
+ROLE_SCHEDULE = LearningSchedule(distill=MergeConfig(gist=lesson_gist))
+"""Role namespaces: the spec's schedule, with repeated lessons merged into one lineage."""
+
+
+def _ledger(res: Resources, namespace: str) -> MemoryLedger:
+    schedule = ROLE_SCHEDULE if namespace.startswith("role:") else LearningSchedule()
+    return MemoryLedger(res.engine, seed=res.memory_seed, schedule=schedule)
+
+
+@dataclass(frozen=True)
+class DistilReport:
+    """What distilling one namespace's due windows wrote."""
+
+    namespace: str
+    windows: int = 0
+    patterns: int = 0
+    promoted: tuple[str, ...] = ()
+    confirmed: tuple[str, ...] = ()
+    rejected: tuple[str, ...] = ()
+    refused: int = 0
+
+    @classmethod
+    def of(cls, namespace: str, reports: Sequence[DistillReport]) -> DistilReport:
+        """Sum the per-window reports."""
+        done = [r for r in reports if not r.already_done]
+        return cls(
+            namespace=namespace,
+            windows=len(done),
+            patterns=sum(len(r.written) for r in done),
+            promoted=tuple(i for r in done for i in r.promoted),
+            confirmed=tuple(i for r in done for i in r.confirmed),
+            rejected=tuple(i for r in done for i in r.rejected),
+            refused=sum(len(r.refused) for r in done),
+        )
+
+
+@dataclass(frozen=True)
+class EpisodeReport:
+    """What recording one role's reflected cases did."""
+
+    role_id: str
+    namespace: str
+    recorded: int = 0
+    first_episode: int | None = None
+    stored: int = 0
+    refused: int = 0
+    credited: dict[str, int] = field(default_factory=dict)
+    windows_closed: int = 0
+    evolved: tuple[str, ...] = ()
+    distilled: DistilReport | None = None
+
+
+def record_episodes(
+    res: Resources, role_id: str, profile: str | None = None, chunk: int = CHUNK
+) -> EpisodeReport:
+    """Record every reflected, unrecorded case of `role_id` as an episode of its namespace."""
+    res.registry.get(role_id)
+    namespace = role_namespace(role_id)
+    ledger = _ledger(res, namespace)
+    totals: dict[str, Any] = {"recorded": 0, "stored": 0, "refused": 0, "windows": 0}
+    credited: dict[str, int] = {}
+    evolved: list[str] = []
+    distilled: list[DistillReport] = []
+    first: int | None = None
+    while True:
+        with res.engine.connect() as conn:
+            cases = select_unrecorded(conn, role_id, profile=profile or res.profile, limit=chunk)
+        if cases.height == 0:
+            break
+        frame = episode_frame(cases, res.registry)
+        inputs = [
+            EpisodeInput(
+                text=row["text"],
+                outcome=row["outcome"],
+                quality=row["quality"],
+                tags=tuple(row["tags"]),
+                policy=row["policy"],
+                source_ids=(row["case_id"],),
+                episode_id=f"ep-{row['case_id']}",
+                case_id=row["case_id"],
+                decision_id=row["decision_id"],
+            )
+            for row in frame.iter_rows(named=True)
+        ]
+        report = ledger.record_episodes(namespace, namespace, inputs, task_family="trade_decision")
+        first = report.first_episode if first is None else first
+        totals["recorded"] += report.episodes
+        totals["stored"] += report.stored
+        totals["refused"] += len(report.refused)
+        totals["windows"] += len(report.windows_closed)
+        for policy, n in report.bandit_updates.items():
+            credited[policy] = credited.get(policy, 0) + n
+        evolved += report.evolved
+        distilled += report.distilled
+        if cases.height < chunk:
+            break
+    return EpisodeReport(
+        role_id=role_id,
+        namespace=namespace,
+        recorded=totals["recorded"],
+        first_episode=first,
+        stored=totals["stored"],
+        refused=totals["refused"],
+        credited=credited,
+        windows_closed=totals["windows"],
+        evolved=tuple(evolved),
+        distilled=DistilReport.of(namespace, distilled) if distilled else None,
+    )
+
+
+def namespaces_due(res: Resources) -> tuple[str, ...]:
+    """Every namespace with at least one completed, undistilled window."""
+    return tuple(MemoryLedger(res.engine, seed=res.memory_seed).namespaces_due())
+
+
+def distil(res: Resources, namespace: str) -> DistilReport:
+    """Distil every due window of one namespace (idempotent by window key).
+
+    Recording distils the windows it closes, so this is the sweep for windows recorded
+    without distillation. Role namespaces merge repeated lessons into one pattern
+    lineage each; any other namespace (agents recording their own episodes) keeps
+    window-local patterns.
+    """
+    ledger = _ledger(res, namespace)
+    reports = ledger.store.distill(
+        namespace, ledger.due_windows(namespace), ledger.schedule.distill
+    )
+    return DistilReport.of(namespace, reports)
+
+
+def record_agent_episodes(
+    res: Resources,
+    agent_id: str,
+    namespace: str,
+    episodes: Sequence[Mapping[str, Any]],
+) -> RecordReport:
+    """Record an agent's own settled episodes (text, outcome, quality, tags, policy)."""
+    inputs = [
+        EpisodeInput(
+            text=str(e["text"]),
+            outcome=float(e["outcome"]),
+            quality=float(e["quality"]),
+            tags=tuple(e.get("tags", ())),
+            policy=e.get("policy"),
+            source_ids=tuple(e.get("source_ids", ())),
+        )
+        for e in episodes
+    ]
+    return _ledger(res, namespace).record_episodes(agent_id, namespace, inputs)

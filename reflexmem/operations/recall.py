@@ -1,0 +1,97 @@
+"""Recall for an agent in active mode: the namespace's bandit picks the retrieval policy.
+
+The agent asks for a role (and optionally a symbol, scenario, as-of time and the ID of
+the decision it is about to make). The role namespace's Thompson bandit samples a
+retrieval policy (reproducibly from the seed, the namespace and how many recalls it
+has served), the policy decides which tiers and how many items are recalled, and the
+recall is logged with the decision's ID. When that decision's case is later recorded
+as an episode, its outcome credits the policy (`reflexmem.memory.role_stream`).
+
+Only active mode has recall at all (SPEC 4.6); callers check the frozen runtime mode.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import cast
+
+import sqlalchemy as sa
+
+from reflexmem.ledger.memory_models import RecallLog
+from reflexmem.memory.ledger_agents import MemoryLedger
+from reflexmem.memory.ledger_mirror import role_namespace
+from reflexmem.memory.policies import RetrievalPolicy
+from reflexmem.operations.resources import Resources
+from reflexmem.recall import RecallConstraints, RecallResult
+from reflexmem.recall import recall as recall_cases
+
+LOG = cast(sa.Table, RecallLog.__table__)
+
+
+@dataclass(frozen=True)
+class RecallReport:
+    """One recall: the policy the bandit chose and what it returned."""
+
+    recall_id: str
+    policy: RetrievalPolicy
+    result: RecallResult
+
+
+def recall(
+    res: Resources,
+    constraints: RecallConstraints,
+    query: str,
+    *,
+    decision_id: str | None = None,
+    k: int | None = None,
+    policy: str | None = None,
+) -> RecallReport:
+    """Recall under every constraint with the policy the bandit samples; log it.
+
+    `k` caps the policy's top-k (it never raises it); a policy without tiers (`none`,
+    the bandit's control arm) recalls nothing, which is what it is for. `policy` names
+    a policy to use instead of sampling one (an experiment, or a reviewer's query); it
+    is logged and credited like a sampled one.
+    """
+    res.registry.get(constraints.role)
+    namespace = role_namespace(constraints.role)
+    ledger = MemoryLedger(res.engine, seed=res.memory_seed)
+    ledger.ensure_agent(namespace)
+    with res.engine.connect() as conn:
+        served = conn.execute(
+            sa.select(sa.func.count()).select_from(LOG).where(LOG.c.namespace == namespace)
+        ).scalar_one()
+    if policy is None:
+        chosen = ledger.select_policy(namespace, step=int(served))
+    else:
+        known = {p.name: p for p in ledger.policies(namespace)}
+        if policy not in known:
+            raise KeyError(f"namespace {namespace!r} has no retrieval policy {policy!r}")
+        chosen = known[policy]
+    top = chosen.top_k if k is None else min(k, chosen.top_k)
+    with res.engine.connect() as conn:
+        result = recall_cases(
+            conn,
+            constraints,
+            query,
+            k=top,
+            embedder=res.embedder,
+            tiers=chosen.tiers,
+        )
+    recall_id = f"rc-{uuid.uuid4().hex[:20]}"
+    with res.engine.begin() as conn:
+        conn.execute(
+            sa.insert(LOG).values(
+                recall_id=recall_id,
+                namespace=namespace,
+                decision_id=decision_id,
+                policy=chosen.name,
+                step=int(served),
+                hits=[h.id for h in result.hits],
+                as_of=constraints.as_of,
+                recalled_at=datetime.now(UTC),
+            )
+        )
+    return RecallReport(recall_id, chosen, result)
