@@ -185,11 +185,16 @@ def record_episodes(
     episodes: list[dict[str, Any]],
     database_url: str | None = None,
     tracking_uri: str | None = None,
+    distill: bool = True,
 ) -> dict[str, Any]:
     """Record an agent's own settled episodes and credit its bandit."""
     settings = flow_settings(database_url, tracking_uri)
     report = PrefectRunner(settings).run(
-        memory_ops.record_agent_episodes, agent_id=agent_id, namespace=namespace, episodes=episodes
+        memory_ops.record_agent_episodes,
+        agent_id=agent_id,
+        namespace=namespace,
+        episodes=episodes,
+        distill=distill,
     )
     summary: dict[str, Any] = plain_data(report)
     create_table_artifact(

@@ -10,13 +10,9 @@ one-off import is paid before either clock starts.
 
 from __future__ import annotations
 
-import resource
 import shutil
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,41 +20,14 @@ import polars as pl
 import sqlalchemy as sa
 from rich.progress import Progress
 
-from infra import migrate
-from infra.db import make_engine
-from infra.services import run_admission, run_ingest
+from infra.bench_support import peak_rss_mb, scratch_engine, scratch_settings, scratch_url
+from infra.resources import build_resources
 from reflexmem.ael.panel import load_dfull
 from reflexmem.ingest.schemas import LOAD_ORDER, SCHEMAS
 from reflexmem.ledger.bulk import bulk_insert
+from reflexmem.operations import intake
 from reflexmem.settings import Settings
 from reflexmem.synth import generate, write_stream
-
-
-@contextmanager
-def scratch_engine(settings: Settings, backend: str, workdir: Path) -> Iterator[sa.Engine]:
-    """A freshly migrated scratch database, dropped afterwards."""
-    if backend == "sqlite":
-        engine = make_engine(f"sqlite:///{workdir / f'{uuid.uuid4().hex}.sqlite'}")
-        try:
-            migrate.upgrade(engine)
-            yield engine
-        finally:
-            engine.dispose()
-        return
-    name = f"reflex_bench_{uuid.uuid4().hex[:12]}"
-    admin = make_engine(settings.bench_postgres_url).execution_options(isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = sa.make_url(settings.bench_postgres_url).set(database=name)
-    engine = make_engine(url)
-    try:
-        migrate.upgrade(engine)
-        yield engine
-    finally:
-        engine.dispose()
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def bare_load(engine: sa.Engine, directory: Path) -> None:
@@ -91,13 +60,15 @@ def run_bench(settings: Settings, *, rows: int, backend: str, progress: bool) ->
                 bare_load(engine, workdir / "in")
                 bare_s = time.perf_counter() - start
             bar.update(task, advance=1, description="ingest")
-            with scratch_engine(settings, backend, workdir) as engine:
+            with scratch_url(settings, backend, workdir) as url:
+                res = build_resources(scratch_settings(url, workdir, "admission"))
                 start = time.perf_counter()
-                run_ingest(engine, paths)
+                intake.ingest(res, paths)
                 ingest_s = time.perf_counter() - start
                 bar.update(task, advance=1, description="admission")
-                result = run_admission(engine, settings)
+                result = intake.admit(res)
                 total_s = time.perf_counter() - start
+                res.engine.dispose()
             bar.update(task, advance=1)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -109,7 +80,7 @@ def run_bench(settings: Settings, *, rows: int, backend: str, progress: bool) ->
         "admit_s": round(total_s - ingest_s, 3),
         "bare_load_s": round(bare_s, 3),
         "ratio": round(total_s / bare_s, 3),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_mb": peak_rss_mb(),
         "admitted": result.admitted,
         "pending": result.pending,
         "quarantined": result.quarantined,

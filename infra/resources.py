@@ -81,8 +81,6 @@ def build_resources(settings: Settings) -> Resources:
     from expectations.runner import validate_admission
     from infra.tracking_eval import EvaluationTracker
 
-    if settings.backend == "sqlite":
-        settings.home.mkdir(parents=True, exist_ok=True)
     engine = make_engine(settings.resolved_database_url)
     try:
         migrate.require_current(engine)

@@ -43,15 +43,20 @@ RETRIES: dict[Callable[..., Any], int] = {
 
 
 def _wrap(op: Callable[..., Any], retries: int) -> Task[..., Any]:
-    def run(settings: Settings, **params: Any) -> Any:
-        return op(resources_for(settings), **params)
-
     signature = inspect.signature(op)
     params = list(signature.parameters.values())
     first = inspect.Parameter(
         "settings", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Settings
     )
-    run.__signature__ = signature.replace(parameters=[first, *params[1:]])  # type: ignore[attr-defined]
+    wrapped = signature.replace(parameters=[first, *params[1:]])
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        # Prefect binds the call to the signature below and may pass names positionally.
+        arguments = dict(wrapped.bind(*args, **kwargs).arguments)
+        settings = arguments.pop("settings")
+        return op(resources_for(settings), **arguments)
+
+    run.__signature__ = wrapped  # type: ignore[attr-defined]
     run.__name__ = op.__name__
     run.__doc__ = op.__doc__
     run.__module__ = op.__module__

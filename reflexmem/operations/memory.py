@@ -166,8 +166,12 @@ def record_agent_episodes(
     agent_id: str,
     namespace: str,
     episodes: Sequence[Mapping[str, Any]],
+    distill: bool = True,
 ) -> RecordReport:
-    """Record an agent's own settled episodes (text, outcome, quality, tags, policy)."""
+    """Record an agent's own settled episodes (text, outcome, quality, tags, policy).
+
+    `distill=False` leaves the windows the batch closes to the `distil` stage.
+    """
     inputs = [
         EpisodeInput(
             text=str(e["text"]),
@@ -179,4 +183,4 @@ def record_agent_episodes(
         )
         for e in episodes
     ]
-    return _ledger(res, namespace).record_episodes(agent_id, namespace, inputs)
+    return _ledger(res, namespace).record_episodes(agent_id, namespace, inputs, distill=distill)

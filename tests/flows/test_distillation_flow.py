@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import anyio
 import pytest
 
 from infra import migrate
@@ -10,47 +11,40 @@ from reflexmem.memory.ledger_agents import MemoryLedger
 
 
 @pytest.mark.usefixtures("prefect_harness")
-def test_distillation_flow_distils_due_namespaces_and_publishes_artifacts(tmp_path: Path) -> None:
-    from flows.distillation import distillation, record_episodes
+def test_agent_episodes_flow_and_the_distillation_sweep_publish_artifacts(
+    tmp_path: Path, mlflow_uri: str
+) -> None:
     from prefect.client.orchestration import get_client
+
+    from flows.cycle import distillation, record_episodes
 
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     engine = make_engine(url)
     migrate.upgrade(engine)
     eps = [
-        {
-            "text": f"ep {i}",
-            "outcome": 0.6,
-            "quality": 0.9,
-            "tags": ["momentum"],
-            "policy": "compressed",
-        }
+        {"text": f"ep {i}", "outcome": 0.6, "quality": 0.9, "tags": ["momentum"]}
+        | {"policy": "compressed"}
         for i in range(20)
     ]
-    summary = record_episodes("agent-1", "role:r1", eps, database_url=url, distill=False)
+    summary = record_episodes(
+        "agent-1", "agent:r1", eps, database_url=url, tracking_uri=mlflow_uri, distill=False
+    )
     assert summary["bandit_updates"] == {"compressed": 5}  # 15 warm-up episodes
-    assert summary["windows_distilled"] == []  # left to the sweep
-    rows = distillation(database_url=url)
-    assert [r["window"] for r in rows] == ["role:r1:episodes:10-20"]
-    assert rows[0]["semantic_written"] == 1
-    assert rows[0]["promoted_candidates"] == 1
-    assert distillation(database_url=url) == []  # nothing new: idempotent
+    assert summary["distilled"] == []  # left to the sweep
+    report = distillation(database_url=url, tracking_uri=mlflow_uri)
+    assert [d["namespace"] for d in report["distillation"]] == ["agent:r1"]
+    assert report["distillation"][0]["windows"] == 1
+    assert report["distillation"][0]["patterns"] == 1
+    assert len(report["distillation"][0]["promoted"]) == 1
+    again = distillation(database_url=url, tracking_uri=mlflow_uri)
+    assert again["distillation"] == []  # nothing new: idempotent
     store = MemoryLedger(engine).store
-    assert len(store.entries("role:r1")) == 20 + 2
-    # recording distils the windows it closes itself: the sweep finds nothing
-    more = record_episodes("agent-1", "role:r1", eps[:10], database_url=url)
-    assert more["windows_distilled"] == ["role:r1:episodes:20-30"]
-    assert distillation(database_url=url) == []
-    assert store.has_window("role:r1", "role:r1:episodes:20-30")
-
-    import anyio
+    assert len(store.entries("agent:r1")) == 20 + 2
 
     async def artifacts() -> list[str]:
         async with get_client() as client:
-            found = await client.read_artifacts()
-            return [a.key for a in found if a.key]
+            return [a.key for a in await client.read_artifacts() if a.key]
 
     keys = anyio.run(artifacts)
-    assert "memory-distillation" in keys
-    assert "memory-episodes" in keys
+    assert {"memory-distillation", "memory-episodes"} <= set(keys)
     engine.dispose()

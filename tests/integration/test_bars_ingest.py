@@ -306,6 +306,10 @@ def test_the_cli_prints_quarantined_counts_and_exits_2_on_a_parse_error(
         _frame([*STORED, ("S1", "2025-01-07T15:00:00Z", 1.0, 1.0, 2.0, 1.0, 1.0)]),
         tmp_path / "prices.csv",
     )
+    unmigrated = CliRunner().invoke(app, ["ingest", "--kind", "bars", str(path)])
+    assert unmigrated.exit_code == 2
+    assert "run `reflexmem db upgrade`" in unmigrated.output
+    assert CliRunner().invoke(app, ["db", "upgrade"]).exit_code == 0
     result = CliRunner().invoke(app, ["ingest", "--kind", "bars", str(path)])
     assert result.exit_code == 0, result.output
     assert "bars: 3 new rows, 0 already stored, 1 quarantined" in result.output

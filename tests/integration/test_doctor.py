@@ -5,9 +5,10 @@ from typer.testing import CliRunner
 
 from infra.cli import app
 from infra.doctor import run_doctor
-from infra.services import ready_engine, run_admission, run_ingest
+from reflexmem.operations import intake
 from reflexmem.settings import Settings
 from tests.integration.ledger_data import write_small
+from tests.support import migrated
 
 
 @pytest.fixture
@@ -21,9 +22,9 @@ def test_doctor_reports_a_healthy_store_with_counts_after_admission(
     home: Path, tmp_path: Path
 ) -> None:
     settings = Settings()
-    engine = ready_engine(settings)
-    run_ingest(engine, write_small(tmp_path / "in", 200))
-    result = run_admission(engine, settings)
+    res = migrated(settings)
+    intake.ingest(res, write_small(tmp_path / "in", 200))
+    result = intake.admit(res)
     report = run_doctor(settings)
     assert report.healthy, report.checks
     assert sum(report.tables["quarantined by reason"].values()) == result.quarantined

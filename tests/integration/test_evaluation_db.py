@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import functools
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,62 +9,31 @@ import pytest
 import sqlalchemy as sa
 
 import reflexmem.ledger.reflection_models  # noqa: F401  (registers tables for TRUNCATE)
-from infra.services import run_admission, run_ingest
-from infra.tracking_eval import EXPERIMENT, EvaluationTracker, tracked_evaluate, tracked_promote
-from reflexmem.ael.panel import load_dfull
+from infra.tracking_eval import EXPERIMENT, EvaluationTracker
 from reflexmem.evaluation import (
     COMPONENTS,
     PromotionError,
-    evaluate_matured,
     get_profile,
     promote,
     replay,
     role_statistics,
 )
-from reflexmem.maturation import dfull_prices, mature_cases, settle_open_positions
-from reflexmem.maturation.prices import MappingPrices
-from reflexmem.registry import RoleRegistry, load_registry
-from reflexmem.settings import Settings
-from reflexmem.synth import generate, write_stream
-
-AS_OF = datetime(2025, 3, 28, tzinfo=UTC)
-
-
-@functools.cache
-def prices() -> MappingPrices:
-    return dfull_prices()
-
-
-@functools.cache
-def registry() -> RoleRegistry:
-    return load_registry()
-
-
-def seed_ledger(engine: sa.Engine, tmp: Path, n: int = 400, seed: int = 5) -> None:
-    """A D-full-derived decision stream, ingested and admitted (role cases exist)."""
-    files = write_stream(generate(load_dfull(), n, seed=seed), tmp / f"stream-{seed}")
-    run_ingest(engine, files)
-    run_admission(engine, Settings(home=tmp), registry())
-
-
-def mature_and_evaluate(engine: sa.Engine, *, as_of: datetime = AS_OF) -> str:
-    """Settle, mature, evaluate and promote the first runs; returns the evaluation batch."""
-    profile = get_profile()
-    with engine.begin() as conn:
-        settle_open_positions(conn, prices(), registry())
-        mature_cases(conn, registry(), as_of=as_of, min_points=3, profile=profile.name)
-        result = evaluate_matured(conn, prices(), profile)
-        promote(conn, profile.name, source_batch=result.info.batch_id, only_unpromoted=True)
-    return result.info.batch_id
-
-
-def scalar(engine: sa.Engine, sql: str) -> int:
-    with engine.connect() as conn:
-        return int(conn.execute(sa.text(sql)).scalar_one())
+from reflexmem.maturation import MappingPrices, mature_cases
+from reflexmem.operations import evaluation
+from tests.support import (
+    AS_OF,
+    dfull_mapping,
+    make_resources,
+    mature_and_evaluate,
+    registry,
+    scalar,
+    seed_ledger,
+)
 
 
 def test_maturity_reasons_follow_the_role_policy(engine: sa.Engine, tmp_path: Path) -> None:
-    seed_ledger(engine, tmp_path)
+    res = make_resources(engine)
+    seed_ledger(res, tmp_path)
     early = datetime(2025, 2, 1, tzinfo=UTC)
     with engine.begin() as conn:
         report = mature_cases(conn, registry(), as_of=early, min_points=3, profile="spy_daily")
@@ -96,8 +64,9 @@ def test_maturity_reasons_follow_the_role_policy(engine: sa.Engine, tmp_path: Pa
 def test_runs_have_every_component_and_promotion_is_one_primary_per_decision(
     engine: sa.Engine, tmp_path: Path
 ) -> None:
-    seed_ledger(engine, tmp_path)
-    mature_and_evaluate(engine)
+    res = make_resources(engine)
+    seed_ledger(res, tmp_path)
+    mature_and_evaluate(res)
     runs = scalar(engine, "SELECT COUNT(*) FROM evaluation_runs")
     assert runs > 50
     assert scalar(engine, "SELECT COUNT(*) FROM evaluation_components") == runs * len(COMPONENTS)
@@ -116,7 +85,7 @@ def test_runs_have_every_component_and_promotion_is_one_primary_per_decision(
         before = conn.execute(
             sa.text("SELECT run_id, name, value FROM evaluation_components ORDER BY 1, 2")
         ).all()
-        rep = replay(conn, prices(), profile_v2)
+        rep = replay(conn, dfull_mapping(), profile_v2)
     assert rep.n_runs == runs
     assert scalar(engine, "SELECT COUNT(*) FROM evaluation_runs") == 2 * runs
     assert scalar(engine, "SELECT COUNT(*) FROM evaluation_runs WHERE is_primary") == runs
@@ -132,9 +101,9 @@ def test_runs_have_every_component_and_promotion_is_one_primary_per_decision(
 
     # Promoting the replay batch swaps the primary: still exactly one per decision.
     with engine.begin() as conn:
-        res = promote(conn, "spy_daily", source_batch=rep.info.batch_id)
-    assert res.promoted == runs
-    assert res.promotions["previous_run_id"].null_count() == 0
+        swapped = promote(conn, "spy_daily", source_batch=rep.info.batch_id)
+    assert swapped.promoted == runs
+    assert swapped.promotions["previous_run_id"].null_count() == 0
     with engine.connect() as conn:
         per = conn.execute(
             sa.text(
@@ -163,8 +132,9 @@ def test_runs_have_every_component_and_promotion_is_one_primary_per_decision(
 
 
 def test_a_non_primary_run_cannot_change_any_statistic(engine: sa.Engine, tmp_path: Path) -> None:
-    seed_ledger(engine, tmp_path)
-    mature_and_evaluate(engine)
+    res = make_resources(engine)
+    seed_ledger(res, tmp_path)
+    mature_and_evaluate(res)
     with engine.connect() as conn:
         before = role_statistics(conn, "spy_daily")
     assert before.height > 0
@@ -172,8 +142,8 @@ def test_a_non_primary_run_cannot_change_any_statistic(engine: sa.Engine, tmp_pa
     poisoned = MappingPrices(
         {
             sym: type(s)(s.timestamps, s.closes * (1 + 0.5 * (s.closes.size > 0)), s.bars_per_day)
-            for sym in prices().symbols
-            if (s := prices().series(sym)) is not None
+            for sym in dfull_mapping().symbols
+            if (s := dfull_mapping().series(sym)) is not None
         }
     )
     with engine.begin() as conn:
@@ -198,17 +168,14 @@ def test_mlflow_records_one_run_per_batch_linked_both_ways(
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     import mlflow
 
-    seed_ledger(engine, tmp_path)
-    profile = get_profile()
-    with engine.begin() as conn:
-        settle_open_positions(conn, prices(), registry())
-        mature_cases(conn, registry(), as_of=AS_OF, min_points=3, profile=profile.name)
-    tracker = EvaluationTracker(mlflow_uri, ledger_url=str(engine.url))
-    evaluated = tracked_evaluate(engine, tracker, prices(), profile)
-    promoted = tracked_promote(
-        engine, tracker, profile.name, source_batch=evaluated.info.batch_id, only_unpromoted=True
+    tracker = EvaluationTracker(
+        mlflow_uri, ledger_url=str(engine.url), artifact_root=tmp_path / "artifacts"
     )
-    replayed = tracked_evaluate(engine, tracker, prices(), get_profile(version=2), replay_runs=True)
+    res = make_resources(engine, tracker=tracker)
+    seed_ledger(res, tmp_path)
+    cycle = mature_and_evaluate(res)
+    evaluated, promoted = cycle.evaluation, cycle.promotion
+    replayed = evaluation.replay(res, version=2)
     client = mlflow.MlflowClient(tracking_uri=mlflow_uri)
     exp = client.get_experiment_by_name(EXPERIMENT)
     assert exp is not None
@@ -219,13 +186,16 @@ def test_mlflow_records_one_run_per_batch_linked_both_ways(
     assert run.data.params["profile"] == "spy_daily"
     assert run.data.params["profile_version"] == "1"
     assert set(run.data.params["roles"].split(",")) <= set(registry().ids)
-    assert run.data.metrics["n_runs"] == evaluated.n_runs
-    assert run.data.tags["reflexmem.batch_id"] == evaluated.info.batch_id
-    table = client.load_table(
-        exp.experiment_id, "evaluation_runs.json", run_ids=[evaluated.mlflow_run_id]
+    assert run.data.metrics["n_runs"] == evaluated.runs
+    assert run.data.tags["reflexmem.batch_id"] == evaluated.batch_id
+    local = client.download_artifacts(
+        evaluated.mlflow_run_id, "evaluation_runs.parquet", str(tmp_path)
     )
-    assert len(table) == evaluated.n_runs
-    assert {"run_id", "decision_id", "case_id", "execution_id", "raw_return_quality"} <= set(table)
+    table = pl.read_parquet(local)
+    assert table.height == evaluated.runs
+    assert str(tmp_path / "artifacts") in client.get_run(evaluated.mlflow_run_id).info.artifact_uri
+    wanted = {"run_id", "decision_id", "case_id", "execution_id", "raw_return_quality"}
+    assert wanted <= set(table.columns)
     # Ledger -> MLflow and back.
     with engine.connect() as conn:
         ids = {
@@ -235,14 +205,22 @@ def test_mlflow_records_one_run_per_batch_linked_both_ways(
                     "SELECT DISTINCT r.mlflow_run_id FROM evaluation_runs r "
                     "JOIN evaluation_run_lineage l ON l.run_id = r.run_id WHERE l.batch_id = :b"
                 ),
-                {"b": evaluated.info.batch_id},
+                {"b": evaluated.batch_id},
             )
         }
         batch_row = conn.execute(
             sa.text("SELECT mlflow_run_id FROM evaluation_batches WHERE batch_id = :b"),
-            {"b": promoted.info.batch_id},
+            {"b": promoted.batch_id},
         ).scalar_one()
     assert ids == {evaluated.mlflow_run_id}
     assert batch_row == promoted.mlflow_run_id
-    assert set(pl.Series(table["run_id"]).to_list()) == set(evaluated.runs["run_id"].to_list())
+    with engine.connect() as conn:
+        ledger_ids = {
+            r[0]
+            for r in conn.execute(
+                sa.text("SELECT run_id FROM evaluation_run_lineage WHERE batch_id = :b"),
+                {"b": evaluated.batch_id},
+            )
+        }
+    assert set(table["run_id"].to_list()) == ledger_ids
     assert client.get_run(replayed.mlflow_run_id).data.params["profile_version"] == "2"

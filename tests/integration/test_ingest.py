@@ -172,6 +172,7 @@ def test_the_cli_exits_non_zero_and_names_the_problem(
     monkeypatch.delenv("REFLEX_DATABASE_URL", raising=False)
     path = tmp_path / "fills.csv"
     small_stream(5)["fills"].drop("price").write_csv(path)
+    assert CliRunner().invoke(app, ["db", "upgrade"]).exit_code == 0
     result = CliRunner().invoke(app, ["ingest", str(path)])
     assert result.exit_code == 2
     assert "missing required column(s): price" in result.output

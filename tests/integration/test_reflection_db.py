@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 import reflexmem.ledger.reflection_models  # noqa: F401  (registers tables for TRUNCATE)
+from reflexmem.operations.memory import record_episodes
 from reflexmem.reflection import (
     BudgetLimits,
     LLMConfig,
@@ -25,7 +26,7 @@ from reflexmem.reflection import (
     TokenUsage,
 )
 from reflexmem.reflection.batch import guarded_executor, reflect_all, reflect_role
-from tests.integration.test_evaluation_db import mature_and_evaluate, registry, scalar, seed_ledger
+from tests.support import make_resources, mature_and_evaluate, registry, scalar, seed_ledger
 
 
 def rows(engine: sa.Engine, sql: str, **params: Any) -> list[Any]:
@@ -39,8 +40,9 @@ def as_json(value: Any) -> Any:
 
 @pytest.fixture
 def matured(engine: sa.Engine, tmp_path: Path) -> sa.Engine:
-    seed_ledger(engine, tmp_path)
-    mature_and_evaluate(engine)
+    res = make_resources(engine)
+    seed_ledger(res, tmp_path)
+    mature_and_evaluate(res)
     return engine
 
 
@@ -107,19 +109,29 @@ def test_rule_reflection_flags_leakage_and_stores_lessons_per_role(matured: sa.E
         "SELECT reflection FROM role_cases WHERE outcome_class IN ('variance', 'exogenous')",
     )
     assert all(as_json(r[0])["reasons"] for r in audit_only)
-    # Each lesson is an episodic memory entry in its role's namespace.
-    entries = rows(
-        engine,
-        "SELECT namespace, tier, COUNT(*) FROM memory_entries GROUP BY namespace, tier",
-    )
-    lessons = dict(
+    # Reflection writes verdicts only; the episodes stage then records every reflected
+    # case as one episode of its role's namespace, its lesson as the episode's text.
+    assert scalar(engine, "SELECT COUNT(*) FROM memory_entries") == 0
+    res = make_resources(engine)
+    for role_id in registry().ids:
+        record_episodes(res, role_id)
+    episodes = dict(rows(engine, "SELECT namespace, COUNT(*) FROM episodes GROUP BY namespace"))
+    reflected = dict(
         rows(
             engine,
-            "SELECT 'role:' || role_id, COUNT(*) FROM role_cases WHERE lesson IS NOT NULL "
+            "SELECT 'role:' || role_id, COUNT(*) FROM role_cases WHERE state = 'reflected' "
             "GROUP BY role_id",
         )
     )
-    assert {ns: n for ns, tier, n in entries if tier == "episodic"} == lessons
+    assert episodes == reflected
+    unmatched = rows(
+        engine,
+        "SELECT rc.case_id FROM role_cases rc JOIN episodes e ON e.case_id = rc.case_id "
+        "JOIN memory_entries m ON m.entry_id = 'epi:' || e.namespace || ':' || "
+        "CAST(e.episode_index AS VARCHAR(16)) "
+        "WHERE rc.lesson IS NOT NULL AND m.text <> rc.lesson",
+    )
+    assert unmatched == []
     # Re-running reflects nothing new (idempotent).
     again = reflect_all(engine, registry(), RuleReflector(), executor=executor)
     assert sum(r.offered for r in again) == 0
@@ -368,4 +380,6 @@ def test_reflection_of_one_role_never_runs_concurrently_on_postgres(matured: sa.
     assert eligible_before == scalar(
         engine, "SELECT COUNT(*) FROM role_cases WHERE role_id = 'momentum' AND state = 'reflected'"
     )
-    assert scalar(engine, "SELECT COUNT(*) FROM reflection_batches WHERE role_id = 'momentum'") == 4
+    # Only the batch that found work leaves a batch row; the three that waited and then
+    # found nothing left none (a re-run must not add empty batches).
+    assert scalar(engine, "SELECT COUNT(*) FROM reflection_batches WHERE role_id = 'momentum'") == 1
