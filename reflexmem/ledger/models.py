@@ -25,6 +25,7 @@ from reflexmem.ledger.enums import (
     QuarantineReason,
     SubjectKind,
 )
+from reflexmem.ledger.experience_models import EXPERIENCE_CONSTRAINTS, ExperienceColumns
 
 ID = sa.String(64)
 NAMING = {
@@ -252,10 +253,14 @@ class RoleCase(Base):
     )
 
 
-class Episode(Base):
-    """The generic experience ledger: one row per agent step (a decision is an episode)."""
+class Episode(ExperienceColumns, Base):
+    """The generic experience ledger: one row per agent step (a decision is an episode).
+
+    The experience contract's columns and checks come from `experience_models`.
+    """
 
     __tablename__ = "episodes"
+    __table_args__ = EXPERIENCE_CONSTRAINTS
 
     episode_id: Mapped[str] = mapped_column(ID, primary_key=True)
     agent_id: Mapped[str] = mapped_column(ID, index=True)
