@@ -69,7 +69,7 @@ class ExperienceColumns:
     retries: Mapped[int | None]
 
 
-EXPERIENCE_CONSTRAINTS: tuple[sa.SchemaItem, ...] = (
+EXPERIENCE_CONSTRAINTS: tuple[sa.Constraint | sa.Index, ...] = (
     sa.CheckConstraint(_in("status", [s.value for s in EpisodeStatus]), name="episode_status"),
     sa.CheckConstraint(
         _in("failure_kind", [k.value for k in FailureKind]), name="episode_failure_kind"
