@@ -167,9 +167,7 @@ class ReviewItem(Base):
     first_episode_id: Mapped[str | None] = mapped_column(ID)
     last_episode_id: Mapped[str | None] = mapped_column(ID)
     occurrences: Mapped[int] = mapped_column(default=1)
-    status: Mapped[ReviewStatus] = mapped_column(
-        checked(ReviewStatus, "review_status"), index=True
-    )
+    status: Mapped[ReviewStatus] = mapped_column(checked(ReviewStatus, "review_status"), index=True)
     resolution: Mapped[ReviewResolution | None] = mapped_column(
         checked(ReviewResolution, "review_resolution")
     )
