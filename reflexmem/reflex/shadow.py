@@ -12,9 +12,10 @@ discarded, like a mirror that drops every reply.
 * `replay_skill`: past inputs (episodes) with their independent answers: the same
   figures, plus agreement with what was decided live at the time.
 * `shadow_compare`: the candidate beside the live decisions (the active version's, or
-  whatever the router decided) on new inputs; a one-sided exact McNemar test on the
-  discordant pairs says whether the candidate is worse. `alpha = 0.05` is the
-  conventional level; it was fixed before any data was seen.
+  whatever the router decided) on new inputs. Where the candidate escalates, the live
+  decision stands, as it would with the candidate in place; a one-sided exact McNemar
+  test on the discordant pairs says whether the system with the candidate is worse.
+  `alpha = 0.05` is the conventional level; it was fixed before any data was seen.
 """
 
 from __future__ import annotations
@@ -251,18 +252,19 @@ def shadow_compare(
     answers = _answers(candidate, frame).select(ROW, "answer")
     keep = [ROW, EXPECTED] if EXPECTED in frame.columns else [ROW]
     data = frame.select(keep).with_columns(live.alias("live").cast(pl.String))
-    data = data.join(answers, on=ROW, how="left")
+    data = data.join(answers, on=ROW, how="left").with_columns(
+        pl.coalesce("answer", "live").alias("effective")
+    )
     both = data.filter(pl.col("answer").is_not_null() & pl.col("live").is_not_null())
     agreement = int((both["answer"] == both["live"]).sum()) / both.height if both.height else 0.0
+    c_only = l_only = 0
+    counts = (0, 0, 0)
     if EXPECTED in data.columns:
         lab = data.filter(pl.col(EXPECTED).is_not_null())
-        cand = (lab["answer"] == lab[EXPECTED]).fill_null(False)
+        cand = (lab["effective"] == lab[EXPECTED]).fill_null(False)
         live_ok = (lab["live"] == lab[EXPECTED]).fill_null(False)
         c_only, l_only = int((cand & ~live_ok).sum()), int((live_ok & ~cand).sum())
         counts = (lab.height, int(cand.sum()), int(live_ok.sum()))
-    else:
-        c_only = l_only = 0
-        counts = (0, 0, 0)
     return ShadowReport(
         skill=candidate.key,
         n=frame.height,
