@@ -80,11 +80,20 @@ def _json(value: object) -> Any:
 
 
 def act(
-    routing: Routing, executor: ToolExecutor, *, cost_per_1k_tokens: float = 0.0
+    routing: Routing,
+    executor: ToolExecutor,
+    *,
+    cost_per_1k_tokens: float = 0.0,
+    audit_from: int | None = None,
 ) -> EpisodeResult:
-    """Execute the routed action (if any) and build the episode's experience record."""
+    """Execute the routed action (if any) and build the episode's experience record.
+
+    The episode's audit is `executor.audit` from `audit_from` on (default: from now), so
+    a caller that routed with a deliberator sharing this executor passes the position
+    before routing and the refused tool requests of the model are recorded too.
+    """
     task, skill = routing.task, routing.skill
-    audit_from = len(executor.audit)
+    audit_from = len(executor.audit) if audit_from is None else audit_from
     status, reason, kind = routing.status, routing.status_reason, None
     result: dict[str, Any] = {"choice": routing.choice}
     if routing.missing:
@@ -238,6 +247,7 @@ def run_episode(
     deliberator: Deliberator | None = None,
 ) -> EpisodeResult:
     """Route `task` on the pinned `snapshot`, act, and record it all."""
-    result = act(route(task, snapshot, deliberator=deliberator), executor)
+    start = len(executor.audit)
+    result = act(route(task, snapshot, deliberator=deliberator), executor, audit_from=start)
     record_episode(conn, result)
     return result

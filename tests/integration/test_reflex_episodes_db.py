@@ -351,3 +351,97 @@ def test_experiment_a_shows_which_layer_decided_and_what_was_held(
     with engine.connect() as conn:
         n = conn.execute(sa.text("SELECT COUNT(*) FROM episodes WHERE status = 'success'"))
         assert n.scalar_one() == 12  # only decided, verified filings are successes
+
+
+def test_a_model_asking_to_trade_is_refused_and_the_refusal_is_in_the_ledger(
+    engine: sa.Engine, tmp_path: Path
+):
+    from reflexmem.executor import order_tools
+    from reflexmem.reflection.chat import LLMConfig
+    from reflexmem.reflex.deliberate import ModelDeliberator
+    from tests.unit.reflex.reflex_helpers import ChatServer, completion
+
+    with engine.begin() as conn:
+        activate(conn, spec())
+    broker: list[str] = []
+    ex = ToolExecutor.with_tools(
+        [
+            filing_tool(tmp_path),
+            *order_tools(place=broker.append, modify=broker.append, cancel=broker.append),
+        ]
+    )
+    call = {
+        "type": "function",
+        "function": {
+            "name": "place_order",
+            "arguments": '{"symbol": "AAPL", "side": "long", "quantity": 5}',
+        },
+    }
+    server = ChatServer(completion(None, tool_calls=[call]))
+    try:
+        cfg = LLMConfig(base_url=server.url, model="m-test", max_retries=0)
+        model = ModelDeliberator(cfg, executor=ex)
+        ceo = {
+            "doc_id": "d9",
+            "form_type": "8-K",
+            "title": "Chief executive transition",
+            "body": "The board appointed a new chief executive.",
+            "source": "company",
+        }
+        with engine.begin() as conn:
+            run_episode(
+                conn, task("ep-m", observation=ceo), load_snapshot(conn), ex, deliberator=model
+            )
+    finally:
+        server.close()
+    assert broker == []
+    row = episode(engine, "ep-m")
+    assert (row["status"], row["status_reason"], row["layer"]) == (
+        "hold",
+        "missing_permission",
+        "L3",
+    )
+    result = json.loads(row["result"]) if isinstance(row["result"], str) else row["result"]
+    assert result["refused_requests"][0].startswith("place_order: refused")
+    with engine.connect() as conn:
+        audit = conn.execute(
+            sa.text("SELECT caller, tool, outcome FROM executor_audit WHERE batch_id = 'ep-m'")
+        ).all()
+    assert [tuple(a) for a in audit] == [("deliberator", "place_order", "refused")]
+
+
+def test_a_running_episode_keeps_its_version_and_the_next_one_uses_the_new(
+    engine: sa.Engine, tmp_path: Path
+):
+    from tests.integration.reflex_data import next_version
+
+    with engine.begin() as conn:
+        activate(conn, spec())
+        pinned = load_snapshot(conn)  # the episode starts here
+        register_skill(conn, next_version())
+        transition(
+            conn, "filing_kind_rules", 2, SkillState.VALIDATING, [ok(K.EVALUATION)], actor="t"
+        )
+        transition(
+            conn,
+            "filing_kind_rules",
+            2,
+            SkillState.LIMITED,
+            [ok(K.REPLAY)],
+            actor="t",
+            rollout_fraction=0.1,
+        )
+        transition(
+            conn,
+            "filing_kind_rules",
+            2,
+            SkillState.ACTIVE,
+            [ok(K.SHADOW), ok(K.ROLLOUT)],
+            actor="t",
+        )
+    ex = ToolExecutor.with_tools([filing_tool(tmp_path)])
+    with engine.begin() as conn:
+        run_episode(conn, task("running"), pinned, ex)
+    run(engine, ex, task("next"))
+    assert episode(engine, "running")["skill_version"] == 1
+    assert episode(engine, "next")["skill_version"] == 2
