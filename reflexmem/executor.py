@@ -1,119 +1,83 @@
 """The one tool executor every tool call goes through (SPEC 6).
 
-Agents, reflectors and flows never call a tool handler directly. A single choke point
-is what makes the guarantees checkable: the caller's identity must allow both the tool
-and every effect it declares, arguments are validated before anything runs, a repeated
-idempotency key replays the first result instead of acting twice, a rate limit bounds
-runaway loops, and every attempt, refused ones included, lands in the audit list. A
-model that asks to place an order is thus refused and recorded, never obeyed.
+Agents, reflectors, the REFLEX layers and flows never call a tool handler directly. A
+single choke point is what makes the guarantees checkable: the caller's identity must
+allow the tool, every effect it declares and (when the identity says so) the argument
+values; arguments are validated before anything runs; a repeated idempotency key
+replays the first result instead of acting twice (across processes, with the ledger
+store of `reflexmem.executor_ledger`); a token bucket per tool, shared by every worker
+on the same ledger, bounds the call rate; transient failures are retried a bounded
+number of times with exponential backoff; the post-condition is verified against what
+the executor can observe, and the verifier's version comes back with the result; and
+every attempt, refused ones included, lands in the audit list. A model that asks to
+place an order is thus refused and recorded, never obeyed.
+
+The value types live in `reflexmem.executor_types` and are re-exported here.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from enum import StrEnum
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from jsonschema import Draft202012Validator
+from pydantic import BaseModel, ValidationError
 
-from reflexmem.ledger.enums import Direction
+from reflexmem.executor_stores import (
+    Claim,
+    IdempotencyStore,
+    MemoryIdempotency,
+    MemoryRateStore,
+    RateStore,
+)
+from reflexmem.executor_types import (
+    ORDER_TOOLS,
+    PERMISSION_CODES,
+    REFLECTOR,
+    ArgsT,
+    AuditRecord,
+    CallCode,
+    Caller,
+    CancelOrderArgs,
+    Effect,
+    ModifyOrderArgs,
+    Outcome,
+    PlaceOrderArgs,
+    RateLimit,
+    RetryableToolError,
+    TokenBucket,
+    Tool,
+    ToolResult,
+    order_tools,
+)
 
-
-class Effect(StrEnum):
-    """What a tool may change in the world; identities are granted effects, not just names."""
-
-    READ = "read"
-    WRITE_MEMORY = "write_memory"
-    MOVE_FUNDS = "move_funds"
-
-
-Outcome = Literal["ok", "refused", "failed"]
-ArgsT = TypeVar("ArgsT", bound=BaseModel)
-
-
-class RetryableToolError(Exception):
-    """Raised by a handler whose failure is transient and safe to retry."""
-
-
-@dataclass(frozen=True)
-class Tool(Generic[ArgsT]):
-    """A registered tool: its declared effects, argument schema, handler and checks.
-
-    `max_attempts` bounds retries of `RetryableToolError`. `verify`, when given, checks
-    the post-condition on the arguments and the handler's result; a failed check makes
-    the call `failed` and is not retried, because the effect may already have happened.
-    """
-
-    name: str
-    effects: frozenset[Effect]
-    args_model: type[ArgsT]
-    handler: Callable[[ArgsT], object]
-    verify: Callable[[ArgsT, object], bool] | None = None
-    max_attempts: int = 1
-
-    def __post_init__(self) -> None:
-        if not self.effects:
-            raise ValueError(f"tool {self.name!r} must declare its effects")
-        if self.max_attempts < 1:
-            raise ValueError(f"tool {self.name!r}: max_attempts must be >= 1")
-
-
-@dataclass(frozen=True)
-class Caller:
-    """An identity: which tools it may call and which effects it may cause."""
-
-    name: str
-    tools: frozenset[str]
-    effects: frozenset[Effect]
-
-
-@dataclass(frozen=True)
-class RateLimit:
-    """At most `max_calls` executions per caller within any `per_seconds` window."""
-
-    max_calls: int
-    per_seconds: float
-
-
-@dataclass(frozen=True)
-class AuditRecord:
-    """One attempt to call a tool, whatever became of it."""
-
-    at: datetime
-    caller: str
-    tool: str
-    effects: tuple[str, ...]
-    arguments: dict[str, Any]
-    outcome: Outcome
-    reason: str
-    attempts: int = 0
-    idempotency_key: str | None = None
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """What the caller gets back; `value` is only meaningful when `outcome == "ok"`."""
-
-    outcome: Outcome
-    value: object = None
-    reason: str = ""
-    attempts: int = 0
-    replayed: bool = False
-
-    @property
-    def ok(self) -> bool:
-        """Whether the tool ran (or was replayed) successfully."""
-        return self.outcome == "ok"
-
-
-@dataclass
-class _Replay:
-    arguments: dict[str, Any]
-    value: object
+__all__ = [
+    "ORDER_TOOLS",
+    "PERMISSION_CODES",
+    "REFLECTOR",
+    "ArgsT",
+    "AuditRecord",
+    "CallCode",
+    "Caller",
+    "CancelOrderArgs",
+    "Effect",
+    "ModifyOrderArgs",
+    "Outcome",
+    "PlaceOrderArgs",
+    "RateLimit",
+    "RetryableToolError",
+    "TokenBucket",
+    "Tool",
+    "ToolExecutor",
+    "ToolResult",
+    "order_tools",
+]
 
 
 def _plain(arguments: Mapping[str, object]) -> dict[str, Any]:
@@ -121,19 +85,42 @@ def _plain(arguments: Mapping[str, object]) -> dict[str, Any]:
     return {str(k): v for k, v in arguments.items()}
 
 
+@functools.lru_cache(maxsize=256)
+def _validator(schema_json: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads(schema_json))
+
+
+def _contract_violation(schema: Mapping[str, Any], arguments: dict[str, Any]) -> str | None:
+    """The first way `arguments` break a caller's JSON Schema for a tool, or None."""
+    validator = _validator(json.dumps(schema, sort_keys=True, default=str))
+    error = next(iter(sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))), None)
+    if error is None:
+        return None
+    where = ".".join(str(p) for p in error.absolute_path) or "arguments"
+    return f"{where}: {error.message}"
+
+
 @dataclass
 class ToolExecutor:
-    """Registry of tools plus the checks, retries and audit around every call."""
+    """Registry of tools plus the checks, retries, idempotency, rate and audit of every call.
+
+    `idempotency` and `rates` default to in-process stores; pass the ledger-backed ones to
+    share keys and buckets between processes. A call that finds its tool's bucket empty
+    waits for a token when that takes at most `max_rate_wait_s`, else it is refused.
+    """
 
     tools: dict[str, Tool[Any]] = field(default_factory=dict)
     rate_limit: RateLimit | None = None
     backoff_s: float = 0.05
     max_backoff_s: float = 2.0
+    max_rate_wait_s: float = 1.0
     clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
     sleep: Callable[[float], None] = time.sleep
     now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    idempotency: IdempotencyStore = field(default_factory=MemoryIdempotency)
+    rates: RateStore = field(default_factory=MemoryRateStore)
     audit: list[AuditRecord] = field(default_factory=list)
-    _replays: dict[tuple[str, str], _Replay] = field(default_factory=dict, repr=False)
     _recent: dict[str, deque[float]] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -157,24 +144,30 @@ class ToolExecutor:
         effects: Iterable[Effect],
         arguments: dict[str, Any],
         outcome: Outcome,
+        code: CallCode,
         reason: str,
         attempts: int = 0,
         key: str | None = None,
+        **result: Any,
     ) -> ToolResult:
+        names = tuple(sorted(str(e) for e in effects))
         self.audit.append(
             AuditRecord(
                 at=self.now(),
                 caller=caller.name,
                 tool=name,
-                effects=tuple(sorted(str(e) for e in effects)),
+                effects=names,
                 arguments=arguments,
                 outcome=outcome,
                 reason=reason,
                 attempts=attempts,
                 idempotency_key=key,
+                code=str(code),
             )
         )
-        return ToolResult(outcome=outcome, reason=reason, attempts=attempts)
+        return ToolResult(
+            outcome=outcome, reason=reason, attempts=attempts, code=code, effects=names, **result
+        )
 
     def _rate_limited(self, caller: Caller) -> bool:
         if self.rate_limit is None:
@@ -188,6 +181,53 @@ class ToolExecutor:
         recent.append(now)
         return False
 
+    def _bucket_refused(self, tool: Tool[Any]) -> bool:
+        """Take a token of the tool's bucket, waiting once if that is short enough."""
+        if tool.rate is None:
+            return False
+        wait = self.rates.take(tool.name, tool.rate, self.wall())
+        if wait == 0.0:
+            return False
+        if wait > self.max_rate_wait_s:
+            return True
+        self.sleep(wait)
+        return self.rates.take(tool.name, tool.rate, self.wall()) != 0.0
+
+    def _check(
+        self, caller: Caller, name: str, raw: dict[str, Any], key: str | None
+    ) -> tuple[Tool[Any], BaseModel, dict[str, Any]] | ToolResult:
+        """Permission and argument checks; a `ToolResult` means the call is refused."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return self._record(
+                caller, name, (), raw, "refused", CallCode.UNKNOWN_TOOL, "unknown tool", key=key
+            )
+        refuse = functools.partial(
+            self._record, caller, name, tool.effects, raw, "refused", key=key
+        )
+        if name not in caller.tools:
+            reason = f"tool {name!r} is not on {caller.name!r}'s allow-list"
+            return refuse(CallCode.NOT_ALLOWED, reason)
+        denied = tool.effects - caller.effects
+        if denied:
+            names = ", ".join(sorted(str(e) for e in denied))
+            return refuse(
+                CallCode.EFFECT_DENIED, f"effect(s) {names} not allowed for {caller.name!r}"
+            )
+        try:
+            args = tool.args_model.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "arguments"
+            return refuse(CallCode.INVALID_ARGUMENTS, f"invalid arguments: {where}: {first['msg']}")
+        clean = args.model_dump(mode="json")
+        schema = caller.argument_schemas.get(name)
+        violation = None if schema is None else _contract_violation(schema, clean)
+        if violation is not None:
+            reason = f"invalid arguments: outside {caller.name!r}'s contract: {violation}"
+            return refuse(CallCode.INVALID_ARGUMENTS, reason)
+        return tool, args, clean
+
     def call(
         self,
         caller: Caller,
@@ -195,41 +235,66 @@ class ToolExecutor:
         arguments: Mapping[str, object],
         *,
         idempotency_key: str | None = None,
+        max_attempts: int | None = None,
     ) -> ToolResult:
-        """Run tool `name` for `caller` if every check passes; always leaves an audit record."""
+        """Run tool `name` for `caller` if every check passes; always leaves an audit record.
+
+        `max_attempts` lowers the tool's own bound (a skill's retry limit); it never
+        raises it.
+        """
         raw = _plain(arguments)
         key = idempotency_key
-        tool = self.tools.get(name)
-        if tool is None:
-            return self._record(caller, name, (), raw, "refused", "unknown tool", key=key)
-        if name not in caller.tools:
-            reason = f"tool {name!r} is not on {caller.name!r}'s allow-list"
-            return self._record(caller, name, tool.effects, raw, "refused", reason, key=key)
-        denied = tool.effects - caller.effects
-        if denied:
-            names = ", ".join(sorted(str(e) for e in denied))
-            reason = f"effect(s) {names} not allowed for {caller.name!r}"
-            return self._record(caller, name, tool.effects, raw, "refused", reason, key=key)
-        try:
-            args = tool.args_model.model_validate(raw)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "arguments"
-            reason = f"invalid arguments: {where}: {first['msg']}"
-            return self._record(caller, name, tool.effects, raw, "refused", reason, key=key)
-        clean = args.model_dump(mode="json")
-        if key is not None and (name, key) in self._replays:
-            first_call = self._replays[(name, key)]
-            if first_call.arguments != clean:
-                reason = "idempotency key reused with different arguments"
-                return self._record(caller, name, tool.effects, clean, "refused", reason, key=key)
-            self._record(caller, name, tool.effects, clean, "ok", "idempotent replay", key=key)
-            return ToolResult("ok", first_call.value, "idempotent replay", 0, replayed=True)
-        if self._rate_limited(caller):
-            return self._record(
-                caller, name, tool.effects, clean, "refused", "rate limited", key=key
+        checked = self._check(caller, name, raw, key)
+        if isinstance(checked, ToolResult):
+            return checked
+        tool, args, clean = checked
+        record = functools.partial(self._record, caller, name, tool.effects, clean, key=key)
+        if key is not None:
+            answered = self._answer_claim(
+                self.idempotency.claim(name, key, clean, caller.name), tool, record
             )
-        return self._run(caller, tool, args, clean, key)
+            if answered is not None:
+                return answered
+        if self._rate_limited(caller) or self._bucket_refused(tool):
+            if key is not None:
+                self.idempotency.fail(name, key, "rate limited", 0)
+            return record("refused", CallCode.RATE_LIMITED, "rate limited")
+        limit = tool.max_attempts if max_attempts is None else min(max_attempts, tool.max_attempts)
+        return self._run(caller, tool, args, clean, key, max(1, limit))
+
+    @staticmethod
+    def _answer_claim(
+        claim: Claim, tool: Tool[Any], record: Callable[..., ToolResult]
+    ) -> ToolResult | None:
+        """None when the call may run; else the replayed result or the refusal."""
+        if claim.status == "claimed":
+            return None
+        shared: dict[str, Any] = {
+            "replayed": True,
+            "value": claim.value,
+            "verifier_version": tool.verifier_version,
+        }
+        if claim.status == "replay":
+            verified = True if tool.verify is not None else None
+            return record(
+                "ok",
+                CallCode.REPLAYED,
+                "idempotent replay",
+                claim.attempts,
+                verified=verified,
+                **shared,
+            )
+        if claim.status == "unverified":
+            return record(
+                "failed",
+                CallCode.POSTCONDITION_FAILED,
+                claim.reason,
+                claim.attempts,
+                verified=False,
+                **shared,
+            )
+        code = CallCode.IDEMPOTENCY_CONFLICT if claim.status == "conflict" else CallCode.IN_PROGRESS
+        return record("refused", code, claim.reason)
 
     def _run(
         self,
@@ -238,81 +303,58 @@ class ToolExecutor:
         args: BaseModel,
         clean: dict[str, Any],
         key: str | None,
+        limit: int,
     ) -> ToolResult:
+        record = functools.partial(self._record, caller, tool.name, tool.effects, clean, key=key)
+        started = self.clock()
         attempt = 0
         while True:
             attempt += 1
             try:
                 value = tool.handler(args)
             except RetryableToolError as exc:
-                if attempt >= tool.max_attempts:
+                if attempt >= limit:
                     reason = f"retryable error after {attempt} attempt(s): {exc}"
-                    return self._record(
-                        caller, tool.name, tool.effects, clean, "failed", reason, attempt, key
+                    return self._release(
+                        record, key, tool, reason, attempt, started, CallCode.RETRIES_EXHAUSTED
                     )
                 self.sleep(min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s))
                 continue
             except Exception as exc:
                 reason = f"{type(exc).__name__}: {exc}"
-                return self._record(
-                    caller, tool.name, tool.effects, clean, "failed", reason, attempt, key
+                return self._release(
+                    record, key, tool, reason, attempt, started, CallCode.HANDLER_ERROR
                 )
             break
+        latency = (self.clock() - started) * 1000.0
+        common: dict[str, Any] = {
+            "verifier_version": tool.verifier_version,
+            "latency_ms": latency,
+            "value": value,
+        }
         if tool.verify is not None and not tool.verify(args, value):
             reason = "post-condition not met"
-            return self._record(
-                caller, tool.name, tool.effects, clean, "failed", reason, attempt, key
+            if key is not None:
+                self.idempotency.unverified(tool.name, key, value, reason, attempt)
+            return record(
+                "failed", CallCode.POSTCONDITION_FAILED, reason, attempt, verified=False, **common
             )
         if key is not None:
-            self._replays[(tool.name, key)] = _Replay(clean, value)
-        self._record(caller, tool.name, tool.effects, clean, "ok", "executed", attempt, key)
-        return ToolResult("ok", value, "executed", attempt)
+            self.idempotency.complete(tool.name, key, value, attempt)
+        verified = True if tool.verify is not None else None
+        return record("ok", CallCode.EXECUTED, "executed", attempt, verified=verified, **common)
 
-
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class PlaceOrderArgs(_Args):
-    """A new order; a limit price of `None` means a market order."""
-
-    symbol: str = Field(min_length=1)
-    side: Direction
-    quantity: float = Field(gt=0)
-    limit_price: float | None = Field(default=None, gt=0)
-
-
-class ModifyOrderArgs(_Args):
-    """A change to a resting order's size or limit."""
-
-    order_id: str = Field(min_length=1)
-    quantity: float | None = Field(default=None, gt=0)
-    limit_price: float | None = Field(default=None, gt=0)
-
-
-class CancelOrderArgs(_Args):
-    """Cancel a resting order."""
-
-    order_id: str = Field(min_length=1)
-
-
-ORDER_TOOLS = frozenset({"place_order", "modify_order", "cancel_order"})
-
-
-def order_tools(
-    *,
-    place: Callable[[PlaceOrderArgs], object],
-    modify: Callable[[ModifyOrderArgs], object],
-    cancel: Callable[[CancelOrderArgs], object],
-) -> tuple[Tool[Any], ...]:
-    """Wrap broker handlers supplied by the caller as the fund-moving order tools."""
-    funds = frozenset({Effect.MOVE_FUNDS})
-    return (
-        Tool("place_order", funds, PlaceOrderArgs, place),
-        Tool("modify_order", funds, ModifyOrderArgs, modify),
-        Tool("cancel_order", funds, CancelOrderArgs, cancel),
-    )
-
-
-REFLECTOR = Caller(name="reflector", tools=frozenset(), effects=frozenset({Effect.READ}))
-"""Reflection judges past cases; it may read, and no tool on its list can move funds."""
+    def _release(
+        self,
+        record: Callable[..., ToolResult],
+        key: str | None,
+        tool: Tool[Any],
+        reason: str,
+        attempts: int,
+        started: float,
+        code: CallCode,
+    ) -> ToolResult:
+        if key is not None:
+            self.idempotency.fail(tool.name, key, reason, attempts)
+        latency = (self.clock() - started) * 1000.0
+        return record("failed", code, reason, attempts, latency_ms=latency)

@@ -15,6 +15,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from reflexmem.executor_types import Effect
+
 SKILLS_DIR = Path(__file__).with_name("skills")
 
 
@@ -47,6 +49,17 @@ class RequiredEvidence(_Strict):
     max_age_days: float = Field(gt=0)
 
 
+class RolePermissions(_Strict):
+    """The most a role's skills may ever do: tools by name and effects (default: read only).
+
+    A REFLEX skill owned by the role can hold a subset of these and never more, so
+    granting a role a tool is a reviewed change to its file, not a skill's decision.
+    """
+
+    tools: tuple[str, ...] = ()
+    effects: tuple[Effect, ...] = (Effect.READ,)
+
+
 class RolePolicy(_Strict):
     """A role's reflection policy: what can go wrong and how to judge it."""
 
@@ -57,6 +70,7 @@ class RolePolicy(_Strict):
     outcome_probe: OutcomeProbe
     required_evidence: tuple[RequiredEvidence, ...] = ()
     reflection_prompt: str = Field(min_length=10)
+    permissions: RolePermissions = RolePermissions()
 
 
 class SkillFile(_Strict):

@@ -25,6 +25,7 @@ from reflexmem.ledger.enums import (
     QuarantineReason,
     SubjectKind,
 )
+from reflexmem.ledger.experience_models import EXPERIENCE_CONSTRAINTS, ExperienceColumns
 
 ID = sa.String(64)
 NAMING = {
@@ -252,15 +253,17 @@ class RoleCase(Base):
     )
 
 
-class Episode(Base):
+class Episode(ExperienceColumns, Base):
     """The generic experience ledger: one row per agent step (a decision is an episode).
 
-    Every reflected role case is one episode of its role's namespace (`case_id`), at
-    position `episode_index` of that namespace: the index the learning schedule counts.
+    The experience contract's columns and checks come from `experience_models`. Every
+    reflected role case is one episode of its role's namespace (`case_id`), at position
+    `episode_index` of that namespace: the index the learning schedule counts.
     """
 
     __tablename__ = "episodes"
     __table_args__ = (
+        *EXPERIENCE_CONSTRAINTS,
         sa.UniqueConstraint("namespace", "episode_index", name="uq_episodes_namespace"),
     )
 
