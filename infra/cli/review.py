@@ -9,8 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from infra.cli.common import app, console, err
-from reflexmem.settings import Settings
+from infra.cli.common import app, console, err, open_resources
 
 review_app = typer.Typer(
     no_args_is_help=True, help="Review queue: new input formats, environment changes."
@@ -44,11 +43,10 @@ def review_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """List queued causes, most frequent first (open ones unless --all)."""
-    from infra.services import ready_engine
     from reflexmem.ledger.reflex_enums import ReviewStatus
     from reflexmem.reflex.review import list_reviews
 
-    engine = ready_engine(Settings())
+    engine = open_resources().engine
     with engine.connect() as conn:
         entries = list_reviews(
             conn, status=None if show_all else ReviewStatus.OPEN, task_family=family
@@ -76,10 +74,9 @@ def review_resolve(
     by: Annotated[str, typer.Option(help="Who resolves it.")] = "operator",
 ) -> None:
     """Record a verdict on an open item; an unknown or already resolved item is refused."""
-    from infra.services import ready_engine
     from reflexmem.reflex.review import ReviewError, resolve_review
 
-    engine = ready_engine(Settings())
+    engine = open_resources().engine
     try:
         with engine.begin() as conn:
             entry = resolve_review(conn, review_id, resolution, note=note, actor=by)
