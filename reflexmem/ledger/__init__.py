@@ -1,9 +1,10 @@
 """The ledger: SQLAlchemy models, enumerations, bulk loads and audits.
 
 Importing the package registers every table on `Base.metadata`, including the memory,
-recall and reflection tables, so that migrations, fixtures and `sorted_tables` see the
+recall, reflection and structure tables, so that migrations, fixtures and `sorted_tables` see the
 whole schema whichever model module a caller imported first.
 """
 
 from reflexmem.ledger import memory_models as memory_models
 from reflexmem.ledger import reflection_models as reflection_models
+from reflexmem.ledger import structure_models as structure_models

@@ -60,8 +60,8 @@ def non_dominated(points: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=bool)
     le = (points[:, None, :] <= points[None, :, :]).all(axis=2)
     lt = (points[:, None, :] < points[None, :, :]).any(axis=2)
-    dominated = (le & lt).any(axis=0)
-    return ~dominated
+    dominated = np.asarray((le & lt).any(axis=0), dtype=bool)
+    return np.asarray(~dominated, dtype=bool)
 
 
 def crowding(points: np.ndarray) -> np.ndarray:

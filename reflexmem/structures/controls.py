@@ -167,8 +167,11 @@ def final_test(
     sets: TaskSets,
     winner: Structure | None = None,
 ) -> list[dict[str, Any]]:
-    """The winner (the version the selection chose), the parent and the controls on the
-    final test set, which includes new periods, rare types and unseen combinations."""
+    """The chosen winner, the parent and the controls on the final test set.
+
+    The winner is the version the selection actually chose; the test set includes new
+    periods, rare types and unseen sub-goal combinations.
+    """
     cfg = result.config
     rows: list[tuple[str, Structure]] = [
         ("winner", winner or result.winner.structure),

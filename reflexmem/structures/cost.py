@@ -98,8 +98,11 @@ class CostCounts:
 
 
 def components(model: CostModel, counts: CostCounts, search_spend: float = 0.0) -> dict[str, float]:
-    """Cost by component: inference, routing, messaging, verification, recovery, upkeep,
-    amortised search (`search_spend` units spread over `search_horizon` episodes)."""
+    """Cost by component.
+
+    Inference, routing, messaging, verification, recovery, upkeep, and the amortised
+    search (`search_spend` units spread over `search_horizon` episodes).
+    """
     inference = sum(model.inference.get(rt, 0.0) * n for rt, n in counts.runs.items())
     amortised = 0.0
     if model.search_horizon > 0:

@@ -16,7 +16,7 @@ import numpy as np
 from reflexmem.structures.cost import CostCounts, CostModel, components, total
 from reflexmem.structures.model import Structure
 from reflexmem.structures.refusals import Refusal, RefusalLog
-from reflexmem.structures.runtime import EpisodeResult, Environment, Runtime, Task
+from reflexmem.structures.runtime import Environment, EpisodeResult, Runtime, Task
 
 
 @dataclass(frozen=True)

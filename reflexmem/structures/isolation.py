@@ -68,7 +68,9 @@ class ModuleMemory:
         """The namespaces this identity can see (others are not even listed)."""
         return tuple(n for n in self.store.namespaces() if self.allowed(n))
 
-    def entries(self, namespace: str, tiers: Iterable[Tier] | None = None) -> tuple[MemoryEntry, ...]:
+    def entries(
+        self, namespace: str, tiers: Iterable[Tier] | None = None
+    ) -> tuple[MemoryEntry, ...]:
         """Entries of one namespace, if it is within scope."""
         self._check(namespace, "read")
         self.reads.append(namespace)

@@ -37,7 +37,8 @@ RULES: dict[str, tuple[str, tuple[str, ...]]] = {
     "contract": ("docs/common", ("agreement", "party", "hereby", "clause")),
     "credit_note": ("docs/rare", ("credit", "refund", "credited", "note")),
 }
-"""Document type -> (namespace, keywords) of office-index@1; credit notes are rare."""
+"""Document type -> (namespace, keywords) of office-index@1; credit notes are rare.
+office-index@2 adds `statement` to the invoice rule."""
 
 LABELS: dict[str, tuple[str, ...]] = {
     "amount": ("TOTAL", "AMOUNT", "SUM"),
@@ -57,8 +58,8 @@ class _RefArgs(BaseModel):
 def _index(version: str) -> InMemoryStore:
     store = InMemoryStore(cap=100_000)
     for doc_type, (namespace, words) in RULES.items():
-        if version == "office-index@2" and doc_type == "receipt":
-            words = tuple(w for w in words if w != "merchant")
+        if version == "office-index@2" and doc_type == "invoice":
+            words = (*words, "statement")
         store.put(MemoryEntry(f"rule:{doc_type}", namespace, Tier.PROCEDURAL, doc_type, words))
     for name, labels in LABELS.items():
         store.put(MemoryEntry(f"label:{name}", "images", Tier.PROCEDURAL, name, labels))
@@ -85,13 +86,16 @@ def _classify(min_hits: int) -> SkillFn:
             used = tuple(dict.fromkeys(m.edge for m in ctx.inbox))
         else:
             return SkillAnswer("hold", reason="no document and no message", missing_input=True)
-        scored: list[tuple[int, str, str]] = []
-        for ns in ctx.memory.namespaces():
-            for e in ctx.memory.entries(ns):
-                scored.append((len(tokens & set(e.tags)), e.text, ns))
+        scored = [
+            (len(tokens & set(e.tags)), e.text, ns)
+            for ns in ctx.memory.namespaces()
+            for e in ctx.memory.entries(ns)
+        ]
         scored.sort(key=lambda t: -t[0])
-        if not scored or scored[0][0] < min_hits or (
-            len(scored) > 1 and scored[1][0] == scored[0][0]
+        if (
+            not scored
+            or scored[0][0] < min_hits
+            or (len(scored) > 1 and scored[1][0] == scored[0][0])
         ):
             return SkillAnswer("hold", reason="no unique rule matches", used_edges=used)
         _, doc_type, ns = scored[0]
@@ -172,6 +176,7 @@ class OfficeEnvironment:
         default_factory=lambda: {v: _index(v) for v in INDEXES}
     )
     truth_store: InMemoryStore = field(default_factory=lambda: InMemoryStore(cap=1_000_000))
+    booked: set[str] = field(default_factory=set)
 
     def skill(self, version: str) -> tuple[str, SkillFn]:
         """The sub-goal and function of a pinned skill version."""
@@ -220,7 +225,9 @@ class OfficeEnvironment:
             )
         )
 
-    def verify(self, task: Task, answers: Mapping[str, Any], truth: ModuleMemory) -> dict[str, bool]:
+    def verify(
+        self, task: Task, answers: Mapping[str, Any], truth: ModuleMemory
+    ) -> dict[str, bool]:
         """Compare each answer with the ground truth (amounts to the cent)."""
         entry = truth.get(f"truth:{task.task_id}")
         if entry is None:

@@ -53,7 +53,6 @@ class TaskSets:
 class _Maker:
     def __init__(self, env: OfficeEnvironment, seed: int) -> None:
         self.env, self.rng, self.n = env, random.Random(seed), 0
-        self.booked: set[str] = set()
 
     def _id(self, prefix: str) -> str:
         self.n += 1
@@ -88,15 +87,19 @@ class _Maker:
         return ref, fields
 
     def request(self, period: str) -> tuple[str, str]:
-        # One request per calendar day, so a day's busy hours are exactly this task's.
-        day = self._day(period, span=90)
-        while day in self.booked:
-            day = self._day(period, span=90)
-        self.booked.add(day)
+        # One request per calendar day, so a day's busy hours are exactly this task's:
+        # a booked day moves the request to the next free day.
+        day = date.fromisoformat(self._day(period, span=90))
+        while day.isoformat() in self.env.booked:
+            day += timedelta(days=1)
+        self.env.booked.add(day.isoformat())
         hours = self.rng.choice([1, 2])
+        return self._book(day.isoformat(), hours)
+
+    def _book(self, day: str, hours: int) -> tuple[str, str]:
         busy = sorted(self.rng.sample(range(WORK_HOURS[0], WORK_HOURS[1]), 3))
         self.env.add_busy(day, busy)
-        grid = [h for h in range(WORK_HOURS[0], WORK_HOURS[1] - hours + 1)]
+        grid = range(WORK_HOURS[0], WORK_HOURS[1] - hours + 1)
         start = next(h for h in grid if not set(range(h, h + hours)) & set(busy))
         ref = self._id("req")
         self.env.inputs[ref] = {"request": {"day": day, "hours": hours}}
@@ -178,3 +181,24 @@ def task_sets(
     combo = frozenset({"unseen_combination"})
     test += [maker.task(f, q1, tags=combo) for f in unseen for _ in range(3)]
     return TaskSets(tuple(generation), tuple(selection), tuple(test))
+
+
+def stream(
+    env: OfficeEnvironment,
+    environment: str,
+    seed: int,
+    *,
+    per_family: int = 10,
+    rare_every: int = 0,
+    period: str = "2026-Q3",
+) -> tuple[Task, ...]:
+    """Live traffic after a change: `per_family` tasks of each family in `period`;
+    with `rare_every` = k, every k-th document is of the rare type."""
+    maker = _Maker(env, seed)
+    maker.n = 10_000 * (seed + 1)
+    out = []
+    for f in families(environment):
+        for i in range(per_family):
+            rare = f == "document" and rare_every > 0 and i % rare_every == 0
+            out.append(maker.task(f, period, tags=frozenset({"live"}), rare=rare))
+    return tuple(out)

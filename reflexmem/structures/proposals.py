@@ -117,9 +117,7 @@ def _modules(s: Structure, ev: Evaluation) -> list[Proposal]:
         sent = {tuple(e.split("->")) for e in r.messages}
         pairs |= {tuple(sorted(p)) for p in sent if (p[1], p[0]) in sent}
     for a, b in sorted(pairs):
-        out.append(
-            Proposal("merge", {"modules": [a, b], "new_id": f"{a}-{b}"}, "round trips")
-        )
+        out.append(Proposal("merge", {"modules": [a, b], "new_id": f"{a}-{b}"}, "round trips"))
     for m in s.modules:
         if len(m.handles) < 2:
             continue
@@ -146,7 +144,9 @@ def _modules(s: Structure, ev: Evaluation) -> list[Proposal]:
     return out
 
 
-def _recombine(s: Structure, ev: Evaluation, others: Sequence[tuple[Structure, Evaluation]]) -> list[Proposal]:
+def _recombine(
+    s: Structure, ev: Evaluation, others: Sequence[tuple[Structure, Evaluation]]
+) -> list[Proposal]:
     mine = ev.success_by_family()
     out = []
     for other, oev in others:

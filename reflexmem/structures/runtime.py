@@ -127,7 +127,9 @@ class Environment(Protocol):
         """The knowledge area a sub-goal needs."""
         ...
 
-    def verify(self, task: Task, answers: Mapping[str, Any], truth: ModuleMemory) -> dict[str, bool]:
+    def verify(
+        self, task: Task, answers: Mapping[str, Any], truth: ModuleMemory
+    ) -> dict[str, bool]:
         """Per sub-goal: is the answer right, judged from ground truth."""
         ...
 
@@ -211,6 +213,14 @@ class Runtime:
             mid: sum(len(store.entries(n)) for n in names) for mid, names in visible.items()
         }
 
+    def _caller(self, module: str) -> Callable[[str, Mapping[str, object]], ToolResult]:
+        caller = self.callers[module]
+
+        def call(name: str, args: Mapping[str, object]) -> ToolResult:
+            return self.executor.call(caller, name, args)
+
+        return call
+
     def route(self, task: Task) -> tuple[list[str], list[str], list[str]]:
         """(needed modules, activated modules in order, fired edge IDs) for a goal."""
         s = self.structure
@@ -254,7 +264,6 @@ class Runtime:
                 if fn is None:
                     holds[g] = (mid, g, "no skill pinned for this sub-goal", False)
                     continue
-                caller = self.callers[mid]
                 ctx = SkillContext(
                     mid,
                     g,
@@ -262,7 +271,7 @@ class Runtime:
                     task.ref(g),
                     channel.inbox(mid),
                     views[mid],
-                    lambda name, args, c=caller: self.executor.call(c, name, args),
+                    self._caller(mid),
                 )
                 try:
                     ans = fn(ctx)

@@ -323,7 +323,9 @@ def run_search(
             ):
                 lineage = (*c.lineage, *combo.steps)
                 sid = c.structure.structure_id
-                cand = score(combo.child, lineage, sid, gen, env, sets.selection, config, floors, stats)
+                cand = score(
+                    combo.child, lineage, sid, gen, env, sets.selection, config, floors, stats
+                )
                 cache[cand.structure.fingerprint()] = cand
                 new.append(cand)
         archive = archive.add([c.entry() for c in new])
