@@ -14,6 +14,7 @@ from typing import Any
 MATURATION = "maturation-check-hourly"
 REFLECTION = "reflection-batch-hourly"
 DISTILLATION = "distillation-quarter-hourly"
+STRUCTURE_SEARCH = "structure-search-daily"
 
 
 @dataclass(frozen=True)
@@ -30,11 +31,13 @@ def specs() -> list[DeploymentSpec]:
     from flows.distillation import DISTILLATION_CRON, distillation
     from flows.maturation import MATURATION_CRON, maturation_check
     from flows.reflection import REFLECTION_CRON, reflection_batch
+    from flows.structure_search import STRUCTURE_SEARCH_CRON, structure_search
 
     return [
         DeploymentSpec(MATURATION, MATURATION_CRON, maturation_check),
         DeploymentSpec(REFLECTION, REFLECTION_CRON, reflection_batch),
         DeploymentSpec(DISTILLATION, DISTILLATION_CRON, distillation),
+        DeploymentSpec(STRUCTURE_SEARCH, STRUCTURE_SEARCH_CRON, structure_search),
     ]
 
 

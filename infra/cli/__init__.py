@@ -7,7 +7,14 @@ Each module of this package registers the commands of one area on the shared app
 
 from __future__ import annotations
 
-from infra.cli import bench, evaluation, ledger, memory  # noqa: F401  (register commands)
+from infra.cli import (  # noqa: F401  (register commands)
+    bench,
+    evaluation,
+    experiments,
+    ledger,
+    memory,
+    structures,
+)
 from infra.cli.common import app
 
 # Typer shows this as the top-level help; the first paragraph is enough.

@@ -192,8 +192,10 @@ def stream(
     rare_every: int = 0,
     period: str = "2026-Q3",
 ) -> tuple[Task, ...]:
-    """Live traffic after a change: `per_family` tasks of each family in `period`;
-    with `rare_every` = k, every k-th document is of the rare type."""
+    """Live traffic: `per_family` tasks of each family in `period`.
+
+    With `rare_every` = k, every k-th document is of the rare type.
+    """
     maker = _Maker(env, seed)
     maker.n = 10_000 * (seed + 1)
     out = []
@@ -202,3 +204,9 @@ def stream(
             rare = f == "document" and rare_every > 0 and i % rare_every == 0
             out.append(maker.task(f, period, tags=frozenset({"live"}), rare=rare))
     return tuple(out)
+
+
+def office_setup(environment: str, seed: int = 0) -> tuple[OfficeEnvironment, TaskSets]:
+    """A fresh environment and its task sets; the same arguments give the same tasks."""
+    env = OfficeEnvironment()
+    return env, task_sets(env, environment, seed)

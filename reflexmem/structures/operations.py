@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+import yaml
 
-from reflexmem.structures import persist
+from reflexmem.structures import persist, rollout
 from reflexmem.structures.controls import Controls
+from reflexmem.structures.evaluate import Evaluation
 from reflexmem.structures.model import Lifecycle, Structure
 from reflexmem.structures.mutations import Mutation, MutationRefused, Step, apply_step, checked
 from reflexmem.structures.refusals import Refusal, RefusalKind, StructureRefused
@@ -42,6 +44,21 @@ def register_root(engine: sa.Engine, structure: Structure) -> bool:
     return True
 
 
+def ensure_root(
+    engine: sa.Engine,
+    scope: str,
+    root: Structure,
+    baseline: Evaluation | None = None,
+) -> Structure:
+    """The scope's active structure; the first time, `root` is stored and activated."""
+    found = rollout.active(engine, scope)
+    if found is not None:
+        return found[1]
+    register_root(engine, root)
+    rollout.activate(engine, scope, root.structure_id, baseline)
+    return root
+
+
 def admit_file(engine: sa.Engine, path: str | Path) -> Structure:
     """Check a structure file against its declared parent and store it as a candidate.
 
@@ -56,8 +73,6 @@ def admit_file(engine: sa.Engine, path: str | Path) -> Structure:
         raise _refuse(
             engine, [Refusal(RefusalKind.FILE, source, "(file)", "readable", str(exc))]
         ) from exc
-    import yaml
-
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

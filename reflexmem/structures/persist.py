@@ -165,6 +165,12 @@ def lineage(conn: sa.Connection, structure_id: str) -> list[dict[str, Any]]:
     return chain
 
 
+def lineage_parents(conn: sa.Connection, structure_id: str) -> list[dict[str, Any]]:
+    """The lineage rows of one version (one per parent)."""
+    stmt = sa.select(L).where(L.c.child_id == structure_id).order_by(L.c.parent_id)
+    return [dict(r) for r in conn.execute(stmt).mappings()]
+
+
 def record_events(
     conn: sa.Connection,
     refusals: Sequence[Refusal] = (),
