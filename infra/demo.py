@@ -98,4 +98,8 @@ def run_demo(settings: Settings, *, rows: int, console: Console) -> None:
     console.print(f"plots: {(out / 'plots').resolve()}")
     console.print(f"store: {settings.resolved_database_url}")
     console.print("check it with: [bold]uv run reflexmem doctor[/bold]")
+    from infra.demo_structures import demo_structures
+
+    console.rule("8. REFLEX structures: experiment B, selection loop, current structure")
+    demo_structures(settings, engine, console)
     engine.dispose()

@@ -320,8 +320,11 @@ class Runtime:
             failure = "policy" if set(verdicts) >= task.subgoals else "verification"
         activated_areas = {a for mid in active for a in s.module_map[mid].areas()}
         needed_areas = {self.env.area(g) for g in task.subgoals}
-        tool_calls = len(self.executor.audit) - calls_before
-        del self.executor.audit[calls_before:]
+        # Successful calls are counted and dropped (memory stays bounded over long
+        # replays); refused and failed attempts stay in the executor's audit.
+        recent = self.executor.audit[calls_before:]
+        tool_calls = len(recent)
+        self.executor.audit[calls_before:] = [x for x in recent if x.outcome != "ok"]
         return EpisodeResult(
             task_id=task.task_id,
             family=task.family,

@@ -14,8 +14,10 @@
    grants, fingerprint). The final test set is never read here.
 
 The floor of a family is the parent's success on the generation set minus
-`floor_tolerance` (0): a child may not do worse than what it replaces on any family,
-and the floor is fixed before any candidate is scored.
+`floor_tolerance` (0), and never below `absolute_floor` (0.9: nine tasks in ten): a
+child may not do worse than what it replaces on any family, a parent that fails a
+family does not lower the bar for its children, and the floors are fixed before any
+candidate is scored.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class SearchConfig:
     archive_capacity: int = 24
     floor_tolerance: float = 0.0
     default_floor: float = 1.0
+    absolute_floor: float = 0.9
     seed: int = 0
 
 
@@ -178,10 +181,15 @@ def freeze(structure: Structure, env: Environment, tasks: Sequence[Task]) -> Fro
 def quality_floors(
     frozen: Frozen, families: Sequence[str], config: SearchConfig
 ) -> dict[str, float]:
-    """Per family: the parent's generation-set success minus the tolerance."""
+    """Per family: the parent's generation-set success minus the tolerance.
+
+    Never below the absolute floor, so a parent that fails a family does not excuse
+    its children.
+    """
     rates = frozen.records.success_by_family()
     return {
-        f: max(0.0, rates.get(f, config.default_floor) - config.floor_tolerance) for f in families
+        f: max(config.absolute_floor, rates.get(f, config.default_floor) - config.floor_tolerance)
+        for f in families
     }
 
 
