@@ -173,3 +173,16 @@ def test_total_cost_components_are_counted_and_priced() -> None:
 
 def test_experiment_b_result_is_deterministic() -> None:
     assert run_experiment_b(0)["selection"] == run_experiment_b(0)["selection"]
+
+
+@pytest.mark.parametrize(
+    ("environment", "expected"), [("composite", "conditional"), ("independent", "isolated")]
+)
+def test_the_default_total_cost_chooses_the_same_structures(
+    environment: str, expected: str
+) -> None:
+    env, sets = office_setup(environment, 0)
+    result = run_search(candidates()["all_shared"], env, sets, SearchConfig(cost_model=DEFAULT))
+    assert name_of(result.winner.structure) == expected
+    assert result.improved  # even after paying for the search
+    assert result.amortised_search > 0
