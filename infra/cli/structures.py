@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from infra.cli.common import app, console, emit, err
 from reflexmem.settings import Settings
 
+if TYPE_CHECKING:
+    from infra.structures_service import Targets
+
 structures_app = typer.Typer(no_args_is_help=True, help="Structure G versions (SPEC 6).")
 app.add_typer(structures_app, name="structures")
 
 
-def _targets(scope: str) -> object:
+def _targets(scope: str) -> Targets:
     from infra.structures_service import Targets
 
     settings = Settings()
@@ -83,7 +86,7 @@ def search_cmd(
     else:
         from infra.structures_service import run_all
 
-        out = run_all(_targets(scope), environment, seed, cost_model)  # type: ignore[arg-type]
+        out = run_all(_targets(scope), environment, seed, cost_model)
     emit(out, as_json)
 
 
@@ -97,4 +100,4 @@ def show_cmd(
     from infra.structures_service import show
 
     ready_engine(Settings()).dispose()
-    emit(show(_targets(scope)), as_json)  # type: ignore[arg-type]
+    emit(show(_targets(scope)), as_json)
