@@ -18,6 +18,7 @@ from rich.console import Console
 
 from infra.demo_memory import show_memory_line, show_recall
 from infra.demo_runner import DemoRunner
+from infra.demo_structures import demo_structures
 from reflexmem.ael.panel import load_dfull
 from reflexmem.maturation.dfull_bars import write_dfull_bars
 from reflexmem.operations import intake
@@ -69,6 +70,8 @@ def run_demo(settings: Settings, res: Resources, *, rows: int, console: Console)
     show_memory_line(res, console)
     runner.heading("recall in active mode shows every tier; shadow mode has no recall")
     show_recall(res, console)
+    runner.heading("REFLEX structures: experiment B, selection loop, current structure")
+    demo_structures(settings, res.engine, console)
     runner.heading("AEL benchmark on D-full, one seed (the full table: reflexmem bench ael)")
     from infra.bench_ael import run_command
 

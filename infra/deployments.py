@@ -22,6 +22,7 @@ ADMISSION = "admission-every-10-minutes"
 MATURATION = "maturation-check-hourly"
 REFLECTION = "reflection-batch-hourly"
 DISTILLATION = "distillation-hourly"
+STRUCTURE_SEARCH = "structure-search-daily"
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class DeploymentSpec:
 def specs() -> list[DeploymentSpec]:
     """The deployments (imported lazily: Prefect loads only when serving)."""
     from flows import cycle
+    from flows.structure_search import STRUCTURE_SEARCH_CRON, structure_search
 
     return [
         DeploymentSpec(DAILY, cycle.DAILY_CRON, cycle.daily_cycle),
@@ -43,6 +45,7 @@ def specs() -> list[DeploymentSpec]:
         DeploymentSpec(MATURATION, cycle.MATURATION_CRON, cycle.maturation_check),
         DeploymentSpec(REFLECTION, cycle.REFLECTION_CRON, cycle.reflection_batch),
         DeploymentSpec(DISTILLATION, cycle.DISTILLATION_CRON, cycle.distillation),
+        DeploymentSpec(STRUCTURE_SEARCH, STRUCTURE_SEARCH_CRON, structure_search),
     ]
 
 

@@ -11,10 +11,12 @@ from infra.cli import (  # noqa: F401  (register commands)
     bench,
     cycle,
     evaluation,
+    experiments,
     ledger,
     memory,
     review,
     skills,
+    structures,
 )
 from infra.cli.common import app
 

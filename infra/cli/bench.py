@@ -139,3 +139,15 @@ def bench_reflection_cmd(
         sys.stdout.write(json.dumps(result) + "\n")
     else:
         console.print_json(data=result)
+
+
+@bench_app.command("structures")
+def bench_structures_cmd(
+    seed: Annotated[int, typer.Option(help="Seed of the task sets and the random floor.")] = 0,
+    modules: Annotated[int, typer.Option(help="Modules of the synthetic structure.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Selection loop on experiment B and a synthetic structure, beside its floors."""
+    from infra.bench_structures import run_bench
+
+    emit(run_bench(seed=seed, modules=modules), as_json)

@@ -1,0 +1,123 @@
+"""Replay a structure on a task set: episode results, success per family, cost counts.
+
+This is the one evaluation every stage uses (freezing a parent's records, ranking
+candidates on the selection set, the final test, the controls, experiment B's table
+and the bundle replay), so all of them count and price the same things. Per-family
+rates are aggregated with numpy over the episode arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from reflexmem.structures.cost import CostCounts, CostModel, components, total
+from reflexmem.structures.model import Structure
+from reflexmem.structures.refusals import Refusal, RefusalLog
+from reflexmem.structures.runtime import Environment, EpisodeResult, Runtime, Task
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One structure's replay of one task set."""
+
+    structure_id: str
+    fingerprint: str
+    results: tuple[EpisodeResult, ...]
+    counts: CostCounts
+    refusals: tuple[Refusal, ...]
+
+    @property
+    def solved(self) -> int:
+        """Episodes verified as successes."""
+        return sum(r.solved for r in self.results)
+
+    def success_by_family(self) -> dict[str, float]:
+        """Task family -> share of its episodes solved."""
+        if not self.results:
+            return {}
+        fams = np.array([r.family for r in self.results])
+        ok = np.array([r.solved for r in self.results], dtype=float)
+        names, idx = np.unique(fams, return_inverse=True)
+        rate = np.bincount(idx, weights=ok) / np.bincount(idx)
+        return {str(n): float(v) for n, v in zip(names, rate, strict=True)}
+
+    def failures_by_family(self) -> dict[str, dict[str, int]]:
+        """Task family -> failure type -> count (holds included)."""
+        out: dict[str, dict[str, int]] = {}
+        for r in self.results:
+            if r.failure_type is not None:
+                fam = out.setdefault(r.family, {})
+                fam[r.failure_type] = fam.get(r.failure_type, 0) + 1
+        return out
+
+    def cost(self, model: CostModel, search_spend: float = 0.0) -> float:
+        """Total cost under `model`."""
+        return total(model, self.counts, search_spend)
+
+    def components(self, model: CostModel, search_spend: float = 0.0) -> dict[str, float]:
+        """Cost by component under `model`."""
+        return components(model, self.counts, search_spend)
+
+    def signatures(self) -> dict[str, str]:
+        """Task ID -> outcome and answers (what a replay must reproduce)."""
+        return {r.task_id: r.signature() for r in self.results}
+
+
+def count(structure: Structure, results: Sequence[EpisodeResult]) -> CostCounts:
+    """The cost counters of a set of episode results."""
+    runs: dict[str, int] = {}
+    for r in results:
+        for rt, n in r.runs:
+            runs[rt] = runs.get(rt, 0) + n
+    arr = np.array(
+        [
+            (
+                r.unneeded_areas,
+                r.context_entries,
+                len(r.activated),
+                len(r.messages),
+                len(r.verdicts),
+                int(r.escalated),
+            )
+            for r in results
+        ],
+        dtype=np.int64,
+    ).reshape(-1, 6)
+    sums = arr.sum(axis=0)
+    return CostCounts(
+        episodes=len(results),
+        stored_edges=len(structure.edges),
+        unneeded_areas=int(sums[0]),
+        runs=runs,
+        context_entries=int(sums[1]),
+        activations=int(sums[2]),
+        messages=int(sums[3]),
+        verifications=int(sums[4]),
+        recoveries=int(sums[5]),
+    )
+
+
+def replay(
+    structure: Structure,
+    env: Environment,
+    tasks: Sequence[Task],
+    *,
+    skill_versions: Mapping[str, str] | None = None,
+    index_version: str | None = None,
+) -> Evaluation:
+    """Run every task under `structure` (its pins unless versions are given)."""
+    log = RefusalLog()
+    runtime = Runtime(
+        structure, env, skill_versions=skill_versions, index_version=index_version, log=log
+    )
+    results = tuple(runtime.run(t) for t in tasks)
+    return Evaluation(
+        structure.structure_id,
+        structure.fingerprint(),
+        results,
+        count(structure, results),
+        tuple(log.items),
+    )

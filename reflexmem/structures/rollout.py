@@ -1,0 +1,181 @@
+"""Bundles in service: activate, run, watch for drift, quarantine and roll back, replay.
+
+Activation and rollback each run in one transaction: the scope's active-bundle
+pointer, the bundle states and the structure versions' lifecycles move together or
+not at all, so structure, skill and index versions can never be half rolled back.
+The replay runs recorded episodes again under whatever bundle is active now; after a
+rollback it must reproduce what was recorded before the change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from reflexmem.structures import persist
+from reflexmem.structures.bundle import Bundle, DriftReport, bundle_for, check_bundle, detect_drift
+from reflexmem.structures.evaluate import Evaluation, replay
+from reflexmem.structures.model import Structure
+from reflexmem.structures.runtime import Environment, EpisodeResult, Task
+
+
+class RollbackRefused(RuntimeError):
+    """There is no earlier verified bundle to roll back to."""
+
+
+def baseline_of(ev: Evaluation) -> dict[str, list[int]]:
+    """Per family [successes, episodes] of an evaluation (a bundle's drift baseline)."""
+    out: dict[str, list[int]] = {}
+    for r in ev.results:
+        pair = out.setdefault(r.family, [0, 0])
+        pair[0] += int(r.solved)
+        pair[1] += 1
+    return out
+
+
+def activate(
+    engine: sa.Engine, scope: str, structure_id: str, baseline: Evaluation | None = None
+) -> Bundle:
+    """Make a stored version the scope's active bundle (one transaction)."""
+    with engine.begin() as conn:
+        stored = persist.get_version(conn, structure_id)
+        if stored is None:
+            raise KeyError(f"no structure version {structure_id!r}")
+        bundle = bundle_for(stored.structure, scope)
+        check_bundle(bundle, stored.structure)
+        persist.save_bundle(conn, bundle, None if baseline is None else baseline_of(baseline))
+        previous = persist.active_bundle_id(conn, scope)
+        if previous == bundle.bundle_id:
+            return bundle
+        at = persist.now()
+        if previous is not None:
+            persist.set_bundle(conn, previous, state="superseded")
+            prev_row = persist.bundle_row(conn, previous)
+            if prev_row is not None and prev_row["structure_id"] != structure_id:
+                persist.set_lifecycle(conn, [prev_row["structure_id"]], "retired")
+        persist.set_bundle(
+            conn, bundle.bundle_id, state="active", activated_at=at, previous_bundle_id=previous
+        )
+        persist.point_to(conn, scope, bundle.bundle_id)
+        persist.set_lifecycle(conn, [structure_id], "active")
+        persist.record_events(
+            conn, kind="activated", structure_id=structure_id, bundle_id=bundle.bundle_id
+        )
+    return bundle
+
+
+def active(engine: sa.Engine, scope: str) -> tuple[Bundle, Structure] | None:
+    """The scope's active bundle and its structure."""
+    with engine.connect() as conn:
+        bid = persist.active_bundle_id(conn, scope)
+        row = persist.bundle_row(conn, bid) if bid else None
+        if row is None:
+            return None
+        stored = persist.get_version(conn, row["structure_id"])
+    assert stored is not None
+    return persist.to_bundle(row), stored.structure
+
+
+def _versions(bundle: Bundle) -> dict[str, str]:
+    return {v.split("@", 1)[0]: v for v in bundle.skill_versions}
+
+
+def run_active(
+    engine: sa.Engine, scope: str, env: Environment, tasks: Sequence[Task]
+) -> tuple[Bundle, list[EpisodeResult]]:
+    """Run tasks under the active bundle and record the episodes and any refusals."""
+    found = active(engine, scope)
+    if found is None:
+        raise KeyError(f"scope {scope!r} has no active bundle")
+    bundle, structure = found
+    ev = replay(
+        structure,
+        env,
+        tasks,
+        skill_versions=_versions(bundle),
+        index_version=bundle.index_version,
+    )
+    with engine.begin() as conn:
+        persist.save_episodes(conn, bundle, tasks, ev.results)
+        persist.record_events(conn, ev.refusals, bundle_id=bundle.bundle_id)
+    return bundle, list(ev.results)
+
+
+def check_drift(engine: sa.Engine, scope: str) -> DriftReport:
+    """Drift of the active bundle: its recorded episodes against its baseline."""
+    ep = persist.EP
+    with engine.connect() as conn:
+        bid = persist.active_bundle_id(conn, scope)
+        row = persist.bundle_row(conn, bid) if bid else None
+        if row is None:
+            raise KeyError(f"scope {scope!r} has no active bundle")
+        stmt = (
+            sa.select(ep.c.family, sa.func.sum(sa.cast(ep.c.success, sa.Integer)), sa.func.count())
+            .where(ep.c.bundle_id == bid)
+            .group_by(ep.c.family)
+        )
+        recent = {f: (int(s or 0), int(n)) for f, s, n in conn.execute(stmt)}
+    baseline = {f: (int(v[0]), int(v[1])) for f, v in (row["baseline"] or {}).items()}
+    return detect_drift(baseline, recent)
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """Which bundle was quarantined and which verified bundle was restored."""
+
+    quarantined: Bundle
+    restored: Bundle
+
+
+def quarantine_and_rollback(engine: sa.Engine, scope: str, report: DriftReport) -> Rollback:
+    """Quarantine the active bundle and restore the previous verified one, atomically."""
+    with engine.begin() as conn:
+        bid = persist.active_bundle_id(conn, scope)
+        current = persist.bundle_row(conn, bid) if bid else None
+        if current is None:
+            raise RollbackRefused(f"scope {scope!r} has no active bundle")
+        target_id = current["previous_bundle_id"]
+        target = persist.bundle_row(conn, target_id) if target_id else None
+        while target is not None and target["state"] == "quarantined":
+            target = persist.bundle_row(conn, target["previous_bundle_id"] or "")
+        if target is None:
+            raise RollbackRefused(f"{current['bundle_id']} has no earlier verified bundle")
+        at = persist.now()
+        persist.set_bundle(conn, current["bundle_id"], state="quarantined", quarantined_at=at)
+        persist.set_bundle(conn, target["bundle_id"], state="active", activated_at=at)
+        persist.point_to(conn, scope, target["bundle_id"])
+        persist.set_lifecycle(conn, [current["structure_id"]], "quarantined")
+        persist.set_lifecycle(conn, [target["structure_id"]], "active")
+        detail = {"drift": report.to_dict(), "restored": target["bundle_id"]}
+        for kind in ("drift", "quarantined", "rolled_back"):
+            persist.record_events(
+                conn,
+                kind=kind,
+                structure_id=current["structure_id"],
+                bundle_id=current["bundle_id"],
+                detail=detail,
+            )
+    return Rollback(persist.to_bundle(current), persist.to_bundle(target))
+
+
+def replay_recorded(
+    engine: sa.Engine, scope: str, env: Environment, bundle_id: str
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Recorded and replayed signatures of a bundle's episodes.
+
+    The replay runs under the scope's *active* bundle; after a rollback to the bundle
+    that recorded them, the two must be equal.
+    """
+    found = active(engine, scope)
+    if found is None:
+        raise KeyError(f"scope {scope!r} has no active bundle")
+    bundle, structure = found
+    with engine.connect() as conn:
+        rows = persist.episodes_of(conn, bundle_id)
+    tasks = [Task.from_dict(r["task"]) for r in rows]
+    ev = replay(
+        structure, env, tasks, skill_versions=_versions(bundle), index_version=bundle.index_version
+    )
+    return {r["task_id"]: r["signature"] for r in rows}, ev.signatures()
