@@ -121,19 +121,15 @@ BASELINES = ("equal_weight", "momentum", "min_variance", "inverse_momentum")
 def run_episodes(
     method: str, panel: PricePanel, splits: ChronoSplits, seed: int | None = None
 ) -> dict[str, Episode]:
-    """One allocator of `method` through all splits in time order -> episodes by split."""
+    """One allocator of `method` through all splits in time order -> episodes by split.
+
+    One continuous run (the README's cost rule): no buy-in at the first decision, and
+    each later split pays the turnover from the weights held at the end of the one
+    before.
+    """
     spec = get_method(method)
     rng = np.random.default_rng(seed) if spec.seeded else None
-    allocator = spec.factory(rng)
-    env = MarketEnvironment(panel)
-    episodes: dict[str, Episode] = {}
-    for split in splits:
-        episode = env.run(split, allocator)
-        observe = getattr(allocator, "observe_episode", None)
-        if callable(observe):
-            observe(episode)
-        episodes[split.name] = episode
-    return episodes
+    return MarketEnvironment(panel).run_splits(tuple(splits), spec.factory(rng))
 
 
 def run_table(
