@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +61,7 @@ from reflexmem.ael.rule_memory import (
 )
 from reflexmem.ael.rules import MAX_HISTORY, RULE_FAMILY, Rule, arm_weights_at
 from reflexmem.memory.distill import DistillConfig
-from reflexmem.memory.entries import EntryState
+from reflexmem.memory.entries import EntryState, MemoryEntry
 from reflexmem.memory.loop import LearningLoop, LoopConfig
 from reflexmem.memory.policies import FULL_DETAILED, Retrieval, default_policies
 from reflexmem.memory.store import InMemoryStore
@@ -70,6 +71,37 @@ PRIOR_BARS = 50.0
 WINDOW = 10
 _NO_GENERIC_DISTILL = DistillConfig(min_support=10**9)
 """The loop's generic tag patterns are off: the agent distils rule statistics itself."""
+_VIEW_CACHE: dict[tuple[bytes, tuple[Rule, ...]], tuple[np.ndarray, int]] = {}
+_VIEW_CACHE_SIZE = 50_000
+
+
+def tag_match(query: str, entries: Sequence[MemoryEntry]) -> np.ndarray:
+    """f_match for a one-tag query: 1 where the entry carries the tag, else 0.
+
+    The agent's queries are a single regime tag, for which the default IDF coverage
+    matcher gives exactly these scores (coverage of one term is 1 or 0); this form
+    skips tokenising the whole candidate batch on every write.
+    """
+    tag = query.strip()
+    return np.fromiter((tag in e.tags for e in entries), dtype=np.float64, count=len(entries))
+
+
+def view_features(view: MarketView, rules: tuple[Rule, ...]) -> tuple[np.ndarray, int]:
+    """Every rule's weights and the regime at bar t, cached by the view's history key.
+
+    Both are pure functions of closes 0..t, so every seed and variant of a process
+    shares them (the key is a digest of exactly what the view shows).
+    """
+    key = (view.history_key, rules)
+    hit = _VIEW_CACHE.get(key)
+    if hit is None:
+        tail = view.tail(max(MAX_HISTORY, TAIL))
+        hit = (arm_weights_at(tail, rules), regime_at(tail))
+        hit[0].setflags(write=False)
+        if len(_VIEW_CACHE) >= _VIEW_CACHE_SIZE:
+            _VIEW_CACHE.clear()
+        _VIEW_CACHE[key] = hit
+    return hit
 
 
 @dataclass(frozen=True)
@@ -141,6 +173,7 @@ class RuleAgent:
             policies=policies,
             config=LoopConfig(window_size=window, warmup_episodes=0, distill=_NO_GENERIC_DISTILL),
             rng=np.random.default_rng(int(rng.integers(0, 2**63 - 1))),
+            match_fn=tag_match,
         )
         self.knowledge = RuleKnowledge(len(rules))
         self.payloads: dict[str, tuple[float, float, float]] = {}
@@ -280,7 +313,9 @@ class RuleAgent:
     def _recall(self, regime: int) -> Retrieval:
         policy = self.loop.current_policy
         assert policy is not None
-        key = (policy.name, regime, self.loop.episode)
+        # Recall is refreshed once per window for each (policy, regime): the fast loop
+        # reads memory as the last refresh left it, the slow loop's cadence.
+        key = (policy.name, regime, self.loop.episode // self.window)
         hit = self._memo.get(key)
         if hit is None:
             hit = self.loop.retrieve(regime_tag(regime))
@@ -318,9 +353,7 @@ class RuleAgent:
     def __call__(self, view: MarketView, /) -> Decision:
         """Settle the previous bar, then choose a rule and return its weights."""
         self._settle(view)
-        tail = view.tail(max(MAX_HISTORY, TAIL))
-        arms = arm_weights_at(tail, self.rules)
-        regime = regime_at(tail)
+        arms, regime = view_features(view, self.rules)
         p = self._pending
         prev_w = None if p is None else p.weights
         learning = self.seen >= self.variant.warmup
@@ -345,7 +378,7 @@ class RuleAgent:
         self.seen += 1
         if self.frozen:
             self._frozen_decisions += 1
-        notes = (
+        notes: tuple[str, ...] = (
             f"regime {REGIMES[regime]}; rule {self.names[self._held]}; policy {policy_name}",
         )
         refusals: tuple[Any, ...] = ()

@@ -23,6 +23,7 @@ from functools import cached_property
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from reflexmem.ael.environment import MarketView
 from reflexmem.ael.panel import FloatArray, PricePanel
 
 KINDS = ("equal_weight", "momentum", "inverse_momentum", "min_variance")
@@ -106,8 +107,8 @@ def rule_weights(closes: FloatArray, rule: Rule) -> FloatArray:
     lb = rule.lookback
     if rule.kind in ("momentum", "inverse_momentum"):
         m = c[lb:] / c[:-lb] - 1.0
-        out[lb:] = _momentum(m, MOMENTUM_FLOOR) if rule.kind == "momentum" else (
-            _inverse_momentum(m)
+        out[lb:] = (
+            _momentum(m, MOMENTUM_FLOOR) if rule.kind == "momentum" else (_inverse_momentum(m))
         )
         return out
     # min_variance: decision t uses the lookback closes t-lb+1..t (lb - 1 returns).
@@ -138,8 +139,10 @@ def arm_weights_at(tail: FloatArray, rules: tuple[Rule, ...] = RULE_FAMILY) -> F
             out[k] = _inverse_vol(sigma[None, :])[0]
             continue
         m = last / c[-1 - rule.lookback] - 1.0
-        w = _momentum(m[None, :], MOMENTUM_FLOOR) if rule.kind == "momentum" else (
-            _inverse_momentum(m[None, :])
+        w = (
+            _momentum(m[None, :], MOMENTUM_FLOOR)
+            if rule.kind == "momentum"
+            else (_inverse_momentum(m[None, :]))
         )
         out[k] = w[0]
     return out
@@ -190,3 +193,15 @@ class RuleBook:
     def index(self, name: str) -> int:
         """Arm index of a rule name."""
         return self.names().index(name)
+
+
+@dataclass(frozen=True)
+class RuleAllocator:
+    """One family rule as a per-bar allocator over a point-in-time view."""
+
+    rule: Rule
+
+    def __call__(self, view: MarketView, /) -> FloatArray:
+        """The rule's weights from the visible closes."""
+        weights: FloatArray = arm_weights_at(view.tail(self.rule.history), (self.rule,))[0]
+        return weights

@@ -129,9 +129,5 @@ def walk_forward(
         start = f * length
         stop = n_bars if f == k - 1 else start + length
         local = split_by_fractions(stop - start, train, val)
-        out.append(
-            ChronoSplits(
-                *(Split(s.name, start + s.start, start + s.stop) for s in local)
-            )
-        )
+        out.append(ChronoSplits(*(Split(s.name, start + s.start, start + s.stop) for s in local)))
     return tuple(out)

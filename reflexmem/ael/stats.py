@@ -48,12 +48,11 @@ ALPHA = 0.05
 
 def newey_west_lags(n: int) -> int:
     """Bartlett-kernel lag count floor(4 (n / 100)^(2/9)) (Newey and West 1994)."""
-    return int(math.floor(4.0 * (max(n, 1) / 100.0) ** (2.0 / 9.0)))
+    lags: int = math.floor(4.0 * (max(n, 1) / 100.0) ** (2.0 / 9.0))
+    return lags
 
 
-def sharpe_se(
-    returns: npt.ArrayLike, bars_per_year: float, lags: int | None = None
-) -> float:
+def sharpe_se(returns: npt.ArrayLike, bars_per_year: float, lags: int | None = None) -> float:
     """Annualised standard error of the Sharpe ratio, Lo (2002) non-iid (GMM + HAC).
 
     nan for fewer than 3 returns or zero variance.
@@ -160,7 +159,9 @@ class Difference:
         return f"{self.method} {verb} {self.comparator} by {abs(self.diff):.2f} Sharpe, {ci}{spa}"
 
 
-def pooled_sharpes(windows: Sequence[Window], names: Sequence[str]) -> tuple[FloatArray, FloatArray]:
+def pooled_sharpes(
+    windows: Sequence[Window], names: Sequence[str]
+) -> tuple[FloatArray, FloatArray]:
     """Point Sharpe (per bar) and bootstrap Sharpes (reps,) of each name, pooled.
 
     Returns (point: (len(names),), boot: (len(names), reps)).
@@ -184,9 +185,7 @@ def pooled_sharpes(windows: Sequence[Window], names: Sequence[str]) -> tuple[Flo
     return _sharpe_from_sums(s1, s2, n), _sharpe_from_sums(b1, b2, nb[None, :])
 
 
-def spa_pvalue(
-    method: FloatArray, comparator: FloatArray, block: int, *, seed: int = 0
-) -> float:
+def spa_pvalue(method: FloatArray, comparator: FloatArray, block: int, *, seed: int = 0) -> float:
     """Hansen's SPA p-value of H0 'method's mean net return <= comparator's' (arch)."""
     from arch.bootstrap import SPA
 

@@ -27,6 +27,7 @@ from reflexmem.ael.baselines import EqualWeight, InverseMomentum, MinVariance, M
 from reflexmem.ael.environment import Allocator, Episode, MarketEnvironment
 from reflexmem.ael.metrics import BARS_PER_YEAR, compute_metrics_batch
 from reflexmem.ael.panel import PricePanel
+from reflexmem.ael.rules import RULE_FAMILY, Rule, RuleAllocator
 from reflexmem.ael.splits import ChronoSplits
 
 AllocatorFactory = Callable[[np.random.Generator | None], Allocator]
@@ -116,6 +117,18 @@ register_method("stateless", lambda rng: StatelessAgent(_need_rng(rng)), seeded=
 register_method("tools", lambda rng: ToolsAgent(_need_rng(rng)), seeded=True)
 
 BASELINES = ("equal_weight", "momentum", "min_variance", "inverse_momentum")
+
+
+def _rule_factory(rule: Rule) -> AllocatorFactory:
+    def build(_rng: np.random.Generator | None) -> Allocator:
+        return RuleAllocator(rule)
+
+    return build
+
+
+for _rule in RULE_FAMILY:
+    if _rule.name not in _REGISTRY:
+        register_method(_rule.name, _rule_factory(_rule), seeded=False)
 
 
 def run_episodes(
