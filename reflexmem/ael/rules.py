@@ -71,6 +71,7 @@ MAX_HISTORY = max(r.history for r in RULE_FAMILY)
 
 def _momentum(m: FloatArray, floor: float) -> FloatArray:
     n = m.shape[-1]
+    floor = min(floor, 0.5 / n)  # as in baselines.momentum_weights
     positive = m > 0
     share = np.where(positive, m, 0.0)
     total = share.sum(axis=-1, keepdims=True)

@@ -262,18 +262,7 @@ def _assemble(
 ) -> BenchmarkResult:
     order = {m: i for i, m in enumerate(names)}
     panel_order = {p.name: i for i, p in enumerate(panels)}
-    split_order = {"train": 0, "val": 1, "test": 2}
-    rows: list[Row] = [r for u in units for r in u.rows if r["method"] in order]
-    rows.sort(
-        key=lambda r: (
-            panel_order[r["panel"]],
-            r["fold"],
-            order[r["method"]],
-            -1 if r["seed"] is None else r["seed"],
-            split_order[r["split"]],
-            r["cost_bp"],
-        )
-    )
+    rows = _sorted_rows([r for u in units for r in u.rows if r["method"] in order], names, panels)
     series: dict[SeriesKey, tuple[np.ndarray, np.ndarray]] = {}
     runs: list[RunRecord] = []
     per_method: dict[str, float] = {}
@@ -308,9 +297,65 @@ def _assemble(
         selections,
         peers=peer_info,
     )
+    return _finish(result, statistics, started)
+
+
+def _sorted_rows(
+    rows: list[Row], names: Sequence[str], panels: Sequence[PanelInputs] | Sequence[str]
+) -> list[Row]:
+    order = {m: i for i, m in enumerate(names)}
+    labels = [p if isinstance(p, str) else p.name for p in panels]
+    panel_order = {p: i for i, p in enumerate(labels)}
+    split_order = {"train": 0, "val": 1, "test": 2}
+    return sorted(
+        rows,
+        key=lambda r: (
+            panel_order[r["panel"]],
+            r["fold"],
+            order[r["method"]],
+            -1 if r["seed"] is None else r["seed"],
+            split_order[r["split"]],
+            r["cost_bp"],
+        ),
+    )
+
+
+def _finish(result: BenchmarkResult, statistics: bool, started: float) -> BenchmarkResult:
     if statistics:
         t0 = time.perf_counter()
-        add_statistics(result, {p.name: p.bars_per_year for p in panels})
+        bpy = {name: float(info["bars_per_year"]) for name, info in result.panels.items()}
+        add_statistics(result, bpy)
         result.timing["statistics_seconds"] = time.perf_counter() - t0
     result.timing["total_seconds"] = time.perf_counter() - started
     return result
+
+
+def combine_parts(
+    parts: Sequence[BenchmarkResult], *, started: float | None = None, statistics: bool = True
+) -> BenchmarkResult:
+    """Merge per-seed parts (run with `statistics=False`) into the result of one call."""
+    began = time.perf_counter() if started is None else started
+    first = parts[0]
+    names = first.methods
+    panels = list(first.panels)
+    rows = _sorted_rows([r for p in parts for r in p.fold_rows()], names, panels)
+    seeds = tuple(sorted({s for p in parts for s in p.seeds}))
+    order = {m: i for i, m in enumerate(names)}
+    runs = sorted(
+        (r for p in parts for r in p.runs),
+        key=lambda r: (panels.index(r.panel), r.fold, order[r.method], r.seed),
+    )
+    per_method: dict[str, float] = {}
+    series: dict[SeriesKey, tuple[np.ndarray, np.ndarray]] = {}
+    selections: dict[str, object] = {}
+    for part in parts:
+        series.update(part.series)
+        selections.update(part.selections)
+        for m, s in part.timing["per_method_seconds"].items():
+            per_method[m] = per_method.get(m, 0.0) + s
+    timing: dict[str, object] = {"runs_seconds": time.perf_counter() - began}
+    timing["per_method_seconds"] = per_method
+    result = BenchmarkResult(
+        rows, names, seeds, first.cost_bps, timing, runs, series, first.panels, selections
+    )
+    return _finish(result, statistics, began)

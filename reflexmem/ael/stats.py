@@ -193,6 +193,9 @@ def spa_pvalue(method: FloatArray, comparator: FloatArray, block: int, *, seed: 
     c = np.asarray(comparator, dtype=np.float64)
     if np.allclose(m, c):
         return 1.0
+    d = m - c
+    if np.allclose(d, d.mean()):  # a constant differential: nothing to bootstrap
+        return 0.0 if d.mean() > 0 else 1.0
     spa = SPA(
         -c,
         -m[:, None],
