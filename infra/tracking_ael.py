@@ -173,7 +173,12 @@ def _log_children(result: BenchmarkResult, plot_run_posteriors: Any) -> None:
                 mlflow.log_metrics(_row_metrics(rows))
                 if record is None:
                     continue
-                mlflow.log_metrics({f"overhead_{k}_us": v for k, v in record.overhead_us.items()})
+                mlflow.log_metrics(
+                    {
+                        "seconds": record.seconds,
+                        "per_decision_us": record.seconds * 1e6 / max(record.decisions, 1),
+                    }
+                )
                 mlflow.log_dict(record.posteriors(), "posteriors.json")
                 mlflow.log_dict(record.learned_state, "memory_snapshot.json")
                 mlflow.log_dict(

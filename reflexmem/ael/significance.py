@@ -7,6 +7,13 @@ standard error and interval. Test windows are bootstrapped independently per
 (panel, fold) and pooled by adding their sums (`stats.pooled_sharpes`). The headline
 comparator of every row is `val_selected_rule`; `comparisons` holds every learning
 method against every comparator, pooled per panel and over all panels.
+
+SPA p-values (1,000 bootstrap replicates each) are computed on the headline scope
+only, the test windows of all panels pooled (of the one panel when there is one):
+for the seed-ensemble rows against `val_selected_rule`, for every learning method
+against `val_selected_rule` and `equal_weight`, and for `ael` against every
+comparator. Per-fold and per-panel rows carry the Sharpe standard error and the
+bootstrap interval, which cost two matrix products.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from reflexmem.ael.learning_variants import LEARNING_METHODS
-from reflexmem.ael.results import BenchmarkResult, metric_rows
+from reflexmem.ael.results import BenchmarkResult, SeriesKey, metric_rows
 from reflexmem.ael.run_tasks import HINDSIGHT, SELECTED
 from reflexmem.ael.stats import ALPHA, Difference, Window, beats_all_pvalue, compare, make_window
 from reflexmem.ael.table import Row
@@ -56,7 +63,14 @@ class _Windows:
         names: list[str] = []
         rows: list[np.ndarray] = []
         seeded: dict[str, list[np.ndarray]] = {}
-        for (p, f, method, seed), pair in self.result.series.items():
+        order = {m: i for i, m in enumerate(self.result.methods)}
+
+        def position(item: tuple[SeriesKey, object]) -> tuple[int, int, str]:
+            (_p, _f, method, seed), _ = item
+            base = method.split("@")[0]
+            return (order.get(base, len(order)), -1 if seed is None else seed, method)
+
+        for (p, f, method, seed), pair in sorted(self.result.series.items(), key=position):
             if (p, f) != (panel, fold):
                 continue
             if "@" in method:
@@ -106,7 +120,8 @@ def add_statistics(result: BenchmarkResult, bars_per_year: dict[str, float]) -> 
         members = [p for p in panels if scope in (None, p) and bars_per_year[p] == bpy]
         for cost in result.cost_bps:
             windows = [w for w in wins.scope(None, cost) if _panel_of(wins, w) in members]
-            pooled += _pooled_rows(windows, wins, scope or "all", cost, bpy)
+            spa = scope is scopes[-1]
+            pooled += _pooled_rows(windows, wins, scope or "all", cost, bpy, spa)
     result.rows += pooled
     result.comparisons, result.verdict = _comparisons(wins, scopes, bars_per_year, common, result)
 
@@ -116,7 +131,7 @@ def _panel_of(wins: _Windows, window: Window) -> str:
 
 
 def _pooled_rows(
-    windows: Sequence[Window], wins: _Windows, panel: str, cost: float, bpy: float
+    windows: Sequence[Window], wins: _Windows, panel: str, cost: float, bpy: float, spa_on: bool
 ) -> list[Row]:
     if not windows:
         return []
@@ -143,7 +158,7 @@ def _pooled_rows(
         )
         row["cost_bp"] = cost
         if method != SELECTED and SELECTED in names:
-            spa = [SELECTED] if seed == "ensemble" else []
+            spa = [SELECTED] if seed == "ensemble" and spa_on else []
             (d,) = compare(windows, name, [SELECTED], bpy, spa_for=spa)
             row["ci_low"], row["ci_high"], row["spa_p"] = d.ci_low, d.ci_high, d.spa_p
         rows.append(row)
@@ -178,7 +193,8 @@ def _comparisons(
                 if method not in present:
                     continue
                 every = scope == headline_scope and method == "ael"
-                spa = comparators if every else [c for c in comparators if c in HEADLINE]
+                headline = [c for c in comparators if c in HEADLINE]
+                spa = comparators if every else headline if scope == headline_scope else []
                 diffs = compare(windows, method, comparators, bpy, spa_for=spa)
                 out.extend(
                     _as_dict(d, scope or "all", cost, wins.kinds.get(d.comparator, ""))

@@ -45,7 +45,9 @@ def test_rule_rows_do_not_depend_on_later_closes() -> None:
     poisoned = c.copy()
     poisoned[200:] *= np.linspace(0.3, 3.0, 6)
     for rule in RULE_FAMILY:
-        np.testing.assert_array_equal(rule_weights(c, rule)[:200], rule_weights(poisoned, rule)[:200])
+        np.testing.assert_array_equal(
+            rule_weights(c, rule)[:200], rule_weights(poisoned, rule)[:200]
+        )
     np.testing.assert_array_equal(regime_codes(c)[:200], regime_codes(poisoned)[:200])
 
 

@@ -48,7 +48,8 @@ def test_correlation_of_a_flat_series_is_zero_not_nan_and_score_is_bounded() -> 
 
 
 def test_the_composite_momentum_weight_is_re_derived_from_train_and_validation_only(
-    dfull, dfull_splits  # type: ignore[no-untyped-def]
+    dfull,
+    dfull_splits,  # type: ignore[no-untyped-def]
 ) -> None:
     from reflexmem.ael.tools import MOMENTUM_WEIGHT
     from reflexmem.ael.tools_calibration import derive_momentum_weight
