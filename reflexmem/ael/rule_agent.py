@@ -67,6 +67,9 @@ from reflexmem.memory.policies import FULL_DETAILED, Retrieval, default_policies
 from reflexmem.memory.store import InMemoryStore
 
 REFERENCE_COST_BP = 10.0
+TIER_CAP = 200
+"""Entries per tier: within the specification's maximum of 500, fixed a priori so
+that ranking a full store stays cheap on long panels (not chosen on any result)."""
 PRIOR_BARS = 50.0
 WINDOW = 10
 _NO_GENERIC_DISTILL = DistillConfig(min_support=10**9)
@@ -166,7 +169,7 @@ class RuleAgent:
         self.evidence = evidence
         self.guard = EvidenceGuard()
         policies = default_policies() if self.variant.bandit else (FULL_DETAILED,)
-        self.store = InMemoryStore()
+        self.store = InMemoryStore(cap=TIER_CAP)
         self.loop = LearningLoop(
             f"agent:{self.variant.name}",
             store=self.store,
