@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from reflexmem.ael.frozen import FrozenCheck
 from reflexmem.ael.learning_variants import LEARNING_METHODS, VARIANTS, Variant
 from reflexmem.ael.pit_guard import Evidence
-from reflexmem.ael.rule_agent import FrozenCheck, RuleAgent
+from reflexmem.ael.rule_agent import RuleAgent
 from reflexmem.ael.table import register_method, registered_methods
 
 __all__ = [

@@ -30,21 +30,20 @@ and policies; `fingerprint()` covers all of it. Constants here are fixed a prior
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from reflexmem.ael.environment import Decision, Episode, MarketView
+from reflexmem.ael.frozen import FrozenCheck, digest
 from reflexmem.ael.learning_variants import VARIANTS, Variant
 from reflexmem.ael.pit_guard import Evidence as PitEvidence
 from reflexmem.ael.pit_guard import EvidenceGuard
-from reflexmem.ael.regimes import REGIMES, TAIL, regime_at
+from reflexmem.ael.regimes import REGIMES, TAIL
 from reflexmem.ael.roles import refusal_notes
+from reflexmem.ael.rule_features import tag_match, view_features
 from reflexmem.ael.rule_memory import (
     MIN_SUPPORT,
     PROMOTE_CONFIDENCE,
@@ -59,9 +58,9 @@ from reflexmem.ael.rule_memory import (
     regime_tag,
     semantic_entry,
 )
-from reflexmem.ael.rules import MAX_HISTORY, RULE_FAMILY, Rule, arm_weights_at
+from reflexmem.ael.rules import RULE_FAMILY, Rule
 from reflexmem.memory.distill import DistillConfig
-from reflexmem.memory.entries import EntryState, MemoryEntry
+from reflexmem.memory.entries import EntryState
 from reflexmem.memory.loop import LearningLoop, LoopConfig
 from reflexmem.memory.policies import FULL_DETAILED, Retrieval, default_policies
 from reflexmem.memory.store import InMemoryStore
@@ -74,62 +73,6 @@ PRIOR_BARS = 50.0
 WINDOW = 10
 _NO_GENERIC_DISTILL = DistillConfig(min_support=10**9)
 """The loop's generic tag patterns are off: the agent distils rule statistics itself."""
-_VIEW_CACHE: dict[tuple[bytes, tuple[Rule, ...]], tuple[np.ndarray, int]] = {}
-_VIEW_CACHE_SIZE = 50_000
-
-
-def tag_match(query: str, entries: Sequence[MemoryEntry]) -> np.ndarray:
-    """f_match for a one-tag query: 1 where the entry carries the tag, else 0.
-
-    The agent's queries are a single regime tag, for which the default IDF coverage
-    matcher gives exactly these scores (coverage of one term is 1 or 0); this form
-    skips tokenising the whole candidate batch on every write.
-    """
-    tag = query.strip()
-    return np.fromiter((tag in e.tags for e in entries), dtype=np.float64, count=len(entries))
-
-
-def view_features(view: MarketView, rules: tuple[Rule, ...]) -> tuple[np.ndarray, int]:
-    """Every rule's weights and the regime at bar t, cached by the view's history key.
-
-    Both are pure functions of closes 0..t, so every seed and variant of a process
-    shares them (the key is a digest of exactly what the view shows).
-    """
-    key = (view.history_key, rules)
-    hit = _VIEW_CACHE.get(key)
-    if hit is None:
-        tail = view.tail(max(MAX_HISTORY, TAIL))
-        hit = (arm_weights_at(tail, rules), regime_at(tail))
-        hit[0].setflags(write=False)
-        if len(_VIEW_CACHE) >= _VIEW_CACHE_SIZE:
-            _VIEW_CACHE.clear()
-        _VIEW_CACHE[key] = hit
-    return hit
-
-
-@dataclass(frozen=True)
-class FrozenCheck:
-    """Proof that a split ran with frozen learning state: digests before and after."""
-
-    split: str
-    before_sha256: str
-    after_sha256: str
-    decisions: int
-
-    @property
-    def identical(self) -> bool:
-        """Whether every piece of learning state is byte-identical across the split."""
-        return self.before_sha256 == self.after_sha256
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able form."""
-        return {
-            "split": self.split,
-            "before_sha256": self.before_sha256,
-            "after_sha256": self.after_sha256,
-            "identical": self.identical,
-            "decisions": self.decisions,
-        }
 
 
 @dataclass(frozen=True, eq=False)
@@ -406,8 +349,7 @@ class RuleAgent:
 
     def fingerprint(self) -> str:
         """SHA-256 of the canonical JSON of `learned_state()`."""
-        blob = json.dumps(self.learned_state(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()
+        return digest(self.learned_state())
 
     def observe_episode(self, episode: Episode) -> None:
         """Record the split; freeze after `freeze_after`; check every frozen split."""
