@@ -81,7 +81,7 @@ def test_losing_episodes_get_low_quality_and_the_floor_refuses_them(
     long_panel: PricePanel,
 ) -> None:
     agent = RuleAgent(np.random.default_rng(1), "ael_no_warmup")
-    MarketEnvironment(long_panel).run(Split("train", 0, 400), agent)  # < 500: no eviction
+    MarketEnvironment(long_panel).run(Split("train", 0, 190), agent)  # < the cap: no eviction
     stored = {e["id"]: e for e in agent.store.to_dict()["entries"]}
     outcomes = [r.outcome for r in agent.loop.history]
     ns = agent.loop.namespace
@@ -168,3 +168,15 @@ def test_the_dfull_snapshots_are_refused_and_the_refusal_is_in_the_output(
     assert "REFUSED snapshots/fundamentals/" in notes
     assert "point-in-time guard refused 40 items" in notes
     assert "valuation=abstains (fundamentals refused by point-in-time guard)" in notes
+
+
+def test_the_tag_matcher_scores_exactly_like_the_default_matcher(long_panel: PricePanel) -> None:
+    from reflexmem.ael.rule_features import tag_match
+    from reflexmem.memory.ranking import TokenOverlapMatcher
+
+    agent = RuleAgent(np.random.default_rng(0), "ael")
+    _run(agent, long_panel, split_by_fractions(long_panel.n_bars))
+    entries = agent.store.entries(agent.loop.namespace)
+    assert len(entries) > 100
+    for query in ("regime_up_calm", "regime_down_wild", "regime_unknown"):
+        np.testing.assert_allclose(tag_match(query, entries), TokenOverlapMatcher()(query, entries))
