@@ -223,7 +223,11 @@ def _start_peers(
     def collect() -> PeerWeights:
         out: PeerWeights = {}
         for name, job in jobs.items():
-            weights, _seconds = job.result()
+            try:
+                weights, _seconds = job.result()
+            except PeerError as exc:
+                console.print(f"peers skipped on {name}: {exc}", markup=False, highlight=False)
+                continue
             for (peer, fold), w in weights.items():
                 out[(name, peer, fold)] = w
         return out

@@ -221,11 +221,21 @@ def run_benchmark(
         t0 = time.perf_counter()
         weights = peers() if callable(peers) else peers
         peer_seconds = time.perf_counter() - t0
+        missing: list[str] = []
         for pin in panels:
             for f in range(len(pin.folds)):
                 for peer in wanted_peers:
-                    units.append(peer_unit(pin, f, peer, weights[(pin.name, peer, f)], costs))
-        peer_info = {"ran": True, "methods": wanted_peers, "wait_seconds": peer_seconds}
+                    w = weights.get((pin.name, peer, f))
+                    if w is None:
+                        missing.append(f"{pin.name}/{peer}/{f}")
+                        continue
+                    units.append(peer_unit(pin, f, peer, w, costs))
+        peer_info = {
+            "ran": len(missing) < len(panels) * len(wanted_peers),
+            "methods": wanted_peers,
+            "wait_seconds": peer_seconds,
+            "missing": missing,
+        }
     return _assemble(
         panels, names, seed_list, costs, units, selections, peer_info, started, statistics
     )

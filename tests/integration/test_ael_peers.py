@@ -47,7 +47,8 @@ def test_isolated_peers_and_a_classic_panel_are_priced_like_every_other_row(
         peers=peers,
     )
     kinds = {r["method"]: r["kind"] for r in result.rows}
-    assert kinds["olmar"] == "peer" and kinds["bcrp"] == "hindsight"
+    assert kinds["olmar"] == "peer"
+    assert kinds["bcrp"] == "hindsight"
     test = [
         r for r in result.rows if r["method"] == "olmar" and r["fold"] == 0 and r["split"] == "test"
     ]

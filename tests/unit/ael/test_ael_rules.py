@@ -77,7 +77,8 @@ def test_walk_forward_folds_are_consecutive_and_never_overlap() -> None:
     spans = [(f.train.start, f.test.stop) for f in folds]
     assert spans == [(0, 2000), (2000, 4000), (4000, 6000), (6000, 8000)]
     for f in folds:
-        assert f.train.stop == f.val.start and f.val.stop == f.test.start
+        assert f.train.stop == f.val.start
+        assert f.val.stop == f.test.start
         assert (f.train.n_bars, f.val.n_bars, f.test.n_bars) == (1200, 400, 400)
     assert len(walk_forward(507, 4)) == 1  # short panels get fewer folds
     assert isinstance(folds[0], ChronoSplits)

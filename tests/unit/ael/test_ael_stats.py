@@ -46,10 +46,13 @@ def test_bootstrap_interval_separates_a_clear_winner_and_covers_zero_for_a_twin(
     w = make_window(["base", "better", "twin"], np.stack([base, better, twin]))
     (win,) = compare([w], "better", ["base"], 252, spa_for=["base"])
     (tie,) = compare([w], "twin", ["base"], 252, spa_for=["base"])
-    assert win.ci_low > 0 and win.distinguishable
-    assert win.spa_p is not None and win.spa_p < 0.05
+    assert win.ci_low > 0
+    assert win.distinguishable
+    assert win.spa_p is not None
+    assert win.spa_p < 0.05
     assert tie.ci_low <= 0 <= tie.ci_high
-    assert tie.spa_p is not None and tie.spa_p > 0.05
+    assert tie.spa_p is not None
+    assert tie.spa_p > 0.05
     assert "indistinguishable" in tie.words()
     assert "beats base" in win.words()
     assert beats_all_pvalue([win, tie]) == max(win.spa_p, tie.spa_p)

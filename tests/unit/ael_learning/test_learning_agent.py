@@ -29,7 +29,8 @@ def test_no_learning_state_changes_during_test_reflection_included(long_panel: P
     env = MarketEnvironment(long_panel)
     for split in (splits.train, splits.val):
         agent.observe_episode(env.run(split, agent, decide_last_bar=True))
-    assert agent.frozen and agent.store.frozen
+    assert agent.frozen
+    assert agent.store.frozen
     assert agent.reflections, "the slow loop ran while learning"
     before = agent.learned_state()
     digest = agent.fingerprint()
@@ -44,7 +45,8 @@ def test_no_learning_state_changes_during_test_reflection_included(long_panel: P
     np.testing.assert_array_equal(agent.knowledge.n, knowledge)
     assert agent.loop.episode == episodes
     (check,) = agent.frozen_checks
-    assert check.split == "test" and check.identical
+    assert check.split == "test"
+    assert check.identical
     assert check.decisions == splits.test.n_returns
     # it kept deciding, from what it had learned (not equal weight throughout)
     assert len({c[1] for c in agent.choices[-splits.test.n_returns :]}) >= 1
@@ -122,7 +124,8 @@ def test_semantic_and_procedural_memory_hold_regime_conditioned_rule_outcomes(
     assert all(e["id"] in agent.payloads for e in semantic)
     procedural = [e for e in entries if e["tier"] == "procedural"]
     for e in procedural:
-        assert e["text"].startswith("in regime ") and " prefer rule " in e["text"]
+        assert e["text"].startswith("in regime ")
+        assert " prefer rule " in e["text"]
         assert e["confidence"] >= 0.9
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from reflexmem.ael.learning import LEARNING_METHODS
 from reflexmem.ael.results import ALL_ROW_KEYS, BenchmarkResult
-from reflexmem.ael.rules import RULE_NAMES
+from reflexmem.ael.rules import RULE_NAMES, RuleBook
 from reflexmem.ael.run import (
     combine_parts,
     default_methods,
@@ -17,7 +17,6 @@ from reflexmem.ael.run import (
     run_benchmark,
 )
 from reflexmem.ael.run_tasks import HINDSIGHT, SELECTED, rule_units
-from reflexmem.ael.rules import RuleBook
 from reflexmem.ael.table import DEFAULT_COST_BPS
 from reflexmem.synth import synthetic_prices
 
