@@ -198,6 +198,8 @@ def run_benchmark(
         ctx = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             futures = [pool.submit(_run_seeded, j) for j in jobs]
+            if statistics:
+                import arch.bootstrap  # noqa: F401  (a 2-5 s import, done while workers run)
             det = _deterministic(panels, names, costs, selections) if include_deterministic else []
             units.extend(det)
             if include_deterministic:

@@ -30,6 +30,7 @@ here, fixed before any result was seen.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -185,12 +186,30 @@ def pooled_sharpes(
     return _sharpe_from_sums(s1, s2, n), _sharpe_from_sums(b1, b2, nb[None, :])
 
 
-def spa_pvalue(method: FloatArray, comparator: FloatArray, block: int, *, seed: int = 0) -> float:
-    """Hansen's SPA p-value of H0 'method's mean net return <= comparator's' (arch)."""
-    from arch.bootstrap import SPA
+_SPA_MEMO: dict[tuple[bytes, int, int], float] = {}
 
+
+def spa_pvalue(method: FloatArray, comparator: FloatArray, block: int, *, seed: int = 0) -> float:
+    """Hansen's SPA p-value of H0 'method's mean net return <= comparator's' (arch).
+
+    Memoised on the two series, the block length and the seed (a verdict and a row
+    often ask for the same pair).
+    """
     m = np.asarray(method, dtype=np.float64)
     c = np.asarray(comparator, dtype=np.float64)
+    key = (hashlib.blake2b(m.tobytes() + c.tobytes(), digest_size=16).digest(), block, seed)
+    hit = _SPA_MEMO.get(key)
+    if hit is None:
+        hit = _spa(m, c, block, seed)
+        if len(_SPA_MEMO) > 4096:
+            _SPA_MEMO.clear()
+        _SPA_MEMO[key] = hit
+    return hit
+
+
+def _spa(m: FloatArray, c: FloatArray, block: int, seed: int) -> float:
+    from arch.bootstrap import SPA
+
     if np.allclose(m, c):
         return 1.0
     d = m - c
