@@ -87,6 +87,7 @@ def run_demo(settings: Settings, res: Resources, *, rows: int, console: Console)
         bars_per_year=1008,
         tracking_uri=settings.resolved_tracking_uri,
         console=console,
+        peers=False,
     )
     console.print(f"plots: {(out / 'plots').resolve()}")
     console.print(f"store: {settings.resolved_database_url}")

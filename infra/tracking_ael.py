@@ -1,11 +1,14 @@
 """MLflow lineage of an AEL benchmark run: one parent run, nested runs per method x seed.
 
-The parent run carries the invocation (seeds, methods, splits, cost levels), the
-price panel as a dataset input (context `prices`, so a result can be traced to
-the exact bars it was computed on), the timing and tuning summaries and the
-plots. Each (method, seed) gets a nested run with its parameters, every metric
-as `<split>_<metric>_<cost>bp`, and for learning methods the posteriors, the
-memory snapshot and a posterior-means plot.
+The parent run carries the invocation (seeds, methods, panels, folds, cost levels),
+the first price panel as a dataset input (context `prices`, so a result can be traced
+to the exact bars it was computed on), the timing, the validation selections, the
+comparisons and the verdict, every row as a Parquet artifact (`rows.parquet`) and the
+plots. Each (method, seed) gets a nested run with its parameters, the first panel's
+fold-0 metrics as `<split>_<metric>_<cost>bp` and the pooled test metrics with their
+statistics as `<panel>_pooled_test_<metric>_<cost>bp` (metric also `sharpe_se`,
+`ci_low`, `ci_high`, `spa_p`), and for learning methods the posteriors, the memory
+snapshot, reflections, rule choices per regime and a posterior-means plot.
 
 MLflow is imported inside the functions (the CLI's `--help` stays fast), and the
 tracking URI is always passed in: nothing here reads the environment. MLflow's
@@ -24,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from reflexmem.ael.panel import PricePanel
-from reflexmem.ael.run import BenchmarkResult
+from reflexmem.ael.results import BenchmarkResult
 from reflexmem.ael.table import METRIC_KEYS
 
 EXPERIMENT = "ael-benchmark"
@@ -58,12 +61,14 @@ def metric_name(split: str, metric: str, cost_bp: float) -> str:
 def _row_metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
     out: dict[str, float] = {}
     for row in rows:
-        for key in METRIC_KEYS:
-            value = row[key]
+        prefix = row["split"] if row["fold"] != "pooled" else f"{row['panel']}_pooled_test"
+        for key in (*METRIC_KEYS, "sharpe_se", "ci_low", "ci_high", "spa_p"):
+            value = row.get(key)
             if isinstance(value, float) and math.isfinite(value):
-                out[metric_name(row["split"], key, row["cost_bp"])] = value
-        out[f"{row['split']}_n_returns"] = float(row["n_returns"])
-        out[f"{row['split']}_seconds"] = float(row["timing"]["seconds"])
+                out[metric_name(prefix, key, row["cost_bp"])] = value
+        if row["fold"] != "pooled":
+            out[f"{row['split']}_n_returns"] = float(row["n_returns"])
+            out[f"{row['split']}_seconds"] = float(row["timing"]["seconds"])
     return out
 
 
@@ -92,7 +97,6 @@ def log_benchmark(
         try:
             mlflow.set_experiment(experiment)
             with mlflow.start_run(run_name=run_name or "ael-bench") as parent:
-                splits = result.splits
                 params: dict[str, Any] = {
                     "methods": ",".join(result.methods),
                     "seeds": ",".join(str(s) for s in result.seeds),
@@ -101,9 +105,9 @@ def log_benchmark(
                     "tickers": ",".join(panel.tickers),
                     "prices_source": source,
                 }
-                if splits is not None:
-                    for split in splits:
-                        params[f"split_{split.name}"] = f"{split.start}:{split.stop}"
+                params["panels"] = ",".join(result.panels)
+                for name, info in result.panels.items():
+                    params[f"folds_{name}"] = len(info["folds"])
                 mlflow.log_params(params)
                 dataset = mlflow.data.from_pandas(  # type: ignore[attr-defined]
                     panel_frame(panel), source=source, name="prices"
@@ -111,8 +115,11 @@ def log_benchmark(
                 mlflow.log_input(dataset, context="prices")
                 mlflow.log_metric("total_seconds", float(result.timing["total_seconds"]))
                 mlflow.log_dict(result.timing, "timing.json")
-                mlflow.log_dict(result.hyperparameters(), "hyperparameters.json")
+                mlflow.log_dict(result.selections, "selections.json")
+                mlflow.log_dict({"verdict": result.verdict}, "verdict.json")
+                mlflow.log_dict({"comparisons": result.comparisons}, "comparisons.json")
                 mlflow.log_dict(result.refusals(), "refusals.json")
+                _log_rows(result)
                 if plots_dir is not None and plots_dir.is_dir():
                     mlflow.log_artifacts(str(plots_dir), artifact_path="plots")
                 _log_children(result, plot_run_posteriors)
@@ -121,13 +128,36 @@ def log_benchmark(
             mlflow.set_tracking_uri(previous)
 
 
+def _log_rows(result: BenchmarkResult) -> None:
+    import mlflow
+    import polars as pl
+
+    flat = [
+        {
+            **{k: v for k, v in r.items() if k != "timing"},
+            "seed": str(r["seed"]),
+            "fold": str(r["fold"]),
+            "seconds": r["timing"]["seconds"],
+        }
+        for r in result.rows
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "rows.parquet"
+        pl.DataFrame(flat, infer_schema_length=None).write_parquet(path)
+        mlflow.log_artifact(str(path))
+
+
 def _log_children(result: BenchmarkResult, plot_run_posteriors: Any) -> None:
     import mlflow
 
     groups: dict[tuple[str, int | None], list[dict[str, Any]]] = {}
+    first = next(iter(result.panels))
     for row in result.rows:
-        groups.setdefault((row["method"], row["seed"]), []).append(row)
-    records = {(r.method, r.seed): r for r in result.runs}
+        if row["seed"] == "ensemble":
+            continue
+        if (row["fold"] == 0 and row["panel"] == first) or row["fold"] == "pooled":
+            groups.setdefault((row["method"], row["seed"]), []).append(row)
+    records = {(r.method, r.seed): r for r in result.runs if (r.panel, r.fold) == (first, 0)}
     with tempfile.TemporaryDirectory() as tmp:
         for (method, seed), rows in groups.items():
             label = method if seed is None else f"{method}-seed{seed}"
@@ -137,19 +167,25 @@ def _log_children(result: BenchmarkResult, plot_run_posteriors: Any) -> None:
                     "seed": "none" if seed is None else seed,
                 }
                 record = records.get((method, seed)) if seed is not None else None
-                if record is not None:
-                    params["tilt"] = record.tilt
+                if rows:
+                    params["kind"] = rows[0]["kind"]
                 mlflow.log_params(params)
                 mlflow.log_metrics(_row_metrics(rows))
                 if record is None:
                     continue
-                mlflow.log_metrics({f"overhead_{k}_us": v for k, v in record.overhead_us.items()})
+                mlflow.log_metrics(
+                    {
+                        "seconds": record.seconds,
+                        "per_decision_us": record.seconds * 1e6 / max(record.decisions, 1),
+                    }
+                )
                 mlflow.log_dict(record.posteriors(), "posteriors.json")
                 mlflow.log_dict(record.learned_state, "memory_snapshot.json")
                 mlflow.log_dict(
                     {"reflections": record.reflections, "frozen_checks": record.frozen_checks},
                     "reflections.json",
                 )
+                mlflow.log_dict(record.rule_frequencies, "rule_frequencies.json")
                 if len(record.arms) > 1:
                     png = plot_run_posteriors(record, Path(tmp) / f"{label}-posteriors.png")
                     mlflow.log_artifact(str(png), artifact_path="plots")

@@ -85,12 +85,22 @@ def bench_episodes_cmd(
 @bench_app.command("ael")
 def bench_ael_cmd(
     prices: Annotated[
-        Path | None, typer.Option(help="Price panel (CSV/Parquet, wide or long); default D-full.")
+        Path | None, typer.Option(help="Price panel (CSV/Parquet, wide or long).")
     ] = None,
+    panels: Annotated[
+        str | None,
+        typer.Option(help="dfull, classic, or names (nyse_o,nyse_n,djia,msci,tse,sp500)."),
+    ] = None,
+    synthetic: Annotated[
+        str | None, typer.Option(help="A synthetic daily panel BARSxASSETS, e.g. 8000x20.")
+    ] = None,
+    folds: Annotated[
+        int, typer.Option(help="Walk-forward folds (0: 1 for D-full/--prices, 4 otherwise).")
+    ] = 0,
     seeds: Annotated[int, typer.Option(help="Seeds 0..N-1 for the seeded methods.")] = 5,
     methods: Annotated[
         list[str] | None,
-        typer.Option(help="Methods, comma-separated or repeated; default all registered."),
+        typer.Option(help="Methods, comma-separated or repeated; default all."),
     ] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the rows here.")] = None,
     plots: Annotated[Path | None, typer.Option(help="Write PNG plots into this folder.")] = None,
@@ -98,18 +108,28 @@ def bench_ael_cmd(
         str | None, typer.Option(help="Last train date YYYY-MM-DD (with --val-end).")
     ] = None,
     val_end: Annotated[str | None, typer.Option(help="Last validation date YYYY-MM-DD.")] = None,
-    bars_per_year: Annotated[float, typer.Option(help="Annualisation (bars per year).")] = 1008,
+    bars_per_year: Annotated[
+        float | None, typer.Option(help="Annualisation (default 1008 D-full, 252 daily).")
+    ] = None,
+    workers: Annotated[int, typer.Option(help="Processes for the seeded runs.")] = 2,
+    no_peers: Annotated[
+        bool, typer.Option("--no-peers", help="Skip the online-portfolio peers.")
+    ] = False,
     no_mlflow: Annotated[bool, typer.Option("--no-mlflow", help="Skip MLflow lineage.")] = False,
 ) -> None:
-    """AEL Table 2: baselines and learning agents over seeds, splits and cost levels."""
+    """AEL Table 2 with statistics: rules, peers, agents and learners over folds and seeds."""
     from datetime import date
 
     from infra.bench_ael import parse_methods, run_command
+    from infra.olps import PeerError
 
     try:
         chosen = parse_methods(methods)
         result = run_command(
             prices=prices,
+            panels=panels,
+            synthetic=synthetic,
+            folds=folds,
             seeds=seeds,
             methods=chosen,
             json_out=json_out,
@@ -119,8 +139,10 @@ def bench_ael_cmd(
             bars_per_year=bars_per_year,
             tracking_uri=None if no_mlflow else Settings().resolved_tracking_uri,
             console=console,
+            peers=not no_peers,
+            workers=workers,
         )
-    except ValueError as exc:
+    except (ValueError, PeerError) as exc:
         err.print(f"[red]bench ael:[/red] {exc}")
         raise typer.Exit(2) from exc
     del result

@@ -142,6 +142,26 @@ def plan_allocation(
     return Plan(np.asarray(weights, dtype=np.float64), cash, tuple(notes))
 
 
+_REPORTS: dict[tuple[bytes, ToolConfig], ToolReport] = {}
+_REPORTS_SIZE = 20_000
+
+
+def cached_report(view: MarketView, config: ToolConfig) -> ToolReport:
+    """`run_tools` keyed by the view's history digest, shared by every seed in a process.
+
+    Tools read closes 0..t only, so identical visible histories get identical reports;
+    reports are never mutated by their readers.
+    """
+    key = (view.history_key, config)
+    hit = _REPORTS.get(key)
+    if hit is None:
+        hit = run_tools(view, config)
+        if len(_REPORTS) >= _REPORTS_SIZE:
+            _REPORTS.clear()
+        _REPORTS[key] = hit
+    return hit
+
+
 class StatelessAgent:
     """Fixed short-horizon momentum blend, fully invested, no memory.
 
@@ -210,7 +230,7 @@ class ToolsAgent:
 
     def __call__(self, view: MarketView, /) -> Decision:
         """Weights (and notes, refusals) for bar t."""
-        report = run_tools(view, self.tools)
+        report = cached_report(view, self.tools)
         admitted, refused = self.guard.admit(self.evidence, view.decision_time)
         plan = plan_allocation(report, self._context_for(view), self.rng, self.planner)
         notes = list(plan.notes)

@@ -25,9 +25,12 @@ def momentum_weights(closes: FloatArray, lookback: int = 4, floor: float = 0.02)
 
     m_i = C_t / C_t-lookback - 1. With no positive m_i: equal weight. Otherwise each
     non-positive ticker gets `floor` and the positive ones share the rest in
-    proportion to m_i.
+    proportion to m_i. The floor is capped at 0.5 / N so the losers never hold more
+    than half the book (the paper's 0.02 for N <= 25; a 0.02 floor on 88 names
+    would need negative weights for the winners).
     """
     n = closes.shape[1]
+    floor = min(floor, 0.5 / n)
     if closes.shape[0] < lookback + 1:
         return equal_weights(n)
     m = closes[-1] / closes[-1 - lookback] - 1.0

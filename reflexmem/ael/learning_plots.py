@@ -1,4 +1,4 @@
-"""PNG plots of a benchmark run: test equity, policy selection, posterior means.
+"""PNG plots of a benchmark run: equity per fold, rule choices per regime, policies, posteriors.
 
 As in `plots.py`, matplotlib is imported inside the functions and drives the Agg
 canvas directly (no pyplot, no global backend switch), so importing this module
@@ -13,12 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from reflexmem.ael.environment import Episode
 from reflexmem.ael.panel import FloatArray
-from reflexmem.ael.plots import equity_curve
 
 if TYPE_CHECKING:
-    from reflexmem.ael.run import BenchmarkResult, RunRecord
+    from reflexmem.ael.results import BenchmarkResult, RunRecord
 
 SPLIT_ORDER = ("train", "val", "test")
 
@@ -31,34 +29,67 @@ def _figure(width: float, height: float) -> tuple[Any, Any]:
     return fig, FigureCanvasAgg(fig)
 
 
-def plot_test_equity(
-    episodes: Mapping[str, Sequence[Episode]], out: Path, *, cost_bp: float = 0.0
-) -> Path:
-    """Compounded test value per method: the mean over seeds, shaded min..max.
+def plot_fold_equity(result: BenchmarkResult, panel: str, out: Path, *, cost_bp: float) -> Path:
+    """Compounded test value per method, one panel per fold (seeded: seed mean)."""
+    keys = [k for k in result.series if k[0] == panel]
+    folds = sorted({k[1] for k in keys})
+    if not folds:
+        raise ValueError(f"no test series for panel {panel}")
+    fig, _ = _figure(6.0 * min(len(folds), 3), 4.8 * ((len(folds) + 2) // 3))
+    methods = [m for m in result.methods if any(k[2].split("@")[0] == m for k in keys)]
+    colours = dict(zip(methods, _colours(len(methods)), strict=True))
+    cols = min(len(folds), 3)
+    for i, fold in enumerate(folds):
+        ax = fig.add_subplot((len(folds) + 2) // 3, cols, i + 1)
+        for method in methods:
+            nets = [
+                pair[0] - cost_bp * 1e-4 * pair[1]
+                for (p, f, m, _s), pair in result.series.items()
+                if p == panel and f == fold and m in (method, f"{method}@{cost_bp:g}")
+            ]
+            if not nets:
+                continue
+            net = np.mean(np.stack(nets), axis=0)
+            curve = np.concatenate([[1.0], np.cumprod(1.0 + net)])
+            style = "-" if len(nets) > 1 else "--"
+            ax.plot(curve, style, color=colours[method], linewidth=1.1, label=method)
+        ax.axhline(1.0, color="0.6", linewidth=0.8, linestyle=":")
+        ax.set_title(f"{panel} fold {fold} test ({cost_bp:g} bp)", fontsize=9)
+        ax.grid(alpha=0.3)
+        if i == 0:
+            ax.legend(fontsize=6, ncol=2, loc="upper left")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    return out
 
-    Deterministic methods have one episode and draw a dashed line, so the
-    baselines stand apart from the seeded agents at a glance.
-    """
-    if not episodes:
-        raise ValueError("no episodes to plot")
-    fig, _ = _figure(10, 5.5)
+
+def plot_rule_choices(runs: Sequence[RunRecord], method: str, out: Path) -> Path:
+    """Share of test decisions per rule within each regime (mean over seeds and folds)."""
+    from reflexmem.ael.regimes import REGIMES
+    from reflexmem.ael.rules import RULE_NAMES
+
+    grid = np.zeros((len(REGIMES), len(RULE_NAMES)))
+    counts = np.zeros(len(REGIMES))
+    for run in runs:
+        if run.method != method:
+            continue
+        for regime, shares in run.rule_frequencies.get("test", {}).items():
+            r = REGIMES.index(regime)
+            counts[r] += 1
+            for rule, share in shares.items():
+                grid[r, RULE_NAMES.index(rule)] += share
+    grid = grid / np.maximum(counts, 1)[:, None]
+    fig, _ = _figure(10, 4.2)
     ax = fig.add_subplot(1, 1, 1)
-    colours = _colours(len(episodes))
-    for (label, eps), colour in zip(episodes.items(), colours, strict=True):
-        curves = np.vstack([equity_curve(e, cost_bp) for e in eps])
-        x = np.arange(curves.shape[1])
-        mean = curves.mean(axis=0)
-        style = "--" if len(eps) == 1 else "-"
-        final = (mean[-1] - 1.0) * 100
-        ax.plot(x, mean, style, color=colour, label=f"{label} ({final:+.2f}%)", linewidth=1.4)
-        if len(eps) > 1:
-            ax.fill_between(x, curves.min(axis=0), curves.max(axis=0), color=colour, alpha=0.12)
-    ax.axhline(1.0, color="0.6", linewidth=0.8, linestyle=":")
-    ax.set_title(f"Test split equity ({cost_bp:g} bp costs; seeded: mean of seeds, band min-max)")
-    ax.set_xlabel("decision bar within the test split")
-    ax.set_ylabel("portfolio value")
-    ax.legend(loc="upper left", fontsize=8, ncol=2)
-    ax.grid(alpha=0.3)
+    image = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+    ax.set_xticks(np.arange(len(RULE_NAMES)), RULE_NAMES, rotation=35, ha="right", fontsize=8)
+    ax.set_yticks(np.arange(len(REGIMES)), REGIMES, fontsize=8)
+    for (i, j), v in np.ndenumerate(grid):
+        if v > 0:
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w")
+    fig.colorbar(image, ax=ax, label="share of test decisions in the regime")
+    ax.set_title(f"{method}: rule chosen per regime (test, frozen; mean over seeds and folds)")
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out)
@@ -203,21 +234,28 @@ def mean_posterior_traces(
 
 def write_plots(result: BenchmarkResult, out_dir: Path) -> list[Path]:
     """Write every benchmark plot into `out_dir`; return the paths written."""
-    from reflexmem.ael.learning import VARIANTS
+    from reflexmem.ael.learning_variants import VARIANTS
 
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
-    if result.test_episodes:
-        for cost in sorted({0.0, max(result.cost_bps, default=0.0)}):
-            name = f"equity_test_{cost:g}bp.png"
-            paths.append(plot_test_equity(result.test_episodes, out_dir / name, cost_bp=cost))
+    for panel in result.panels:
+        for cost in sorted({0.0, 10.0} & set(result.cost_bps)) or [result.cost_bps[0]]:
+            name = f"equity_{panel}_{cost:g}bp.png"
+            paths.append(plot_fold_equity(result, panel, out_dir / name, cost_bp=cost))
     if result.runs:
         paths.append(
             plot_policy_frequencies(
                 mean_frequencies(result.runs), out_dir / "policy_frequencies.png"
             )
         )
-        traces = mean_posterior_traces(result.runs)
+        paths.extend(
+            plot_rule_choices(result.runs, method, out_dir / f"rule_choices_{method}.png")
+            for method in dict.fromkeys(r.method for r in result.runs)
+        )
+        first = result.runs[0]
+        traces = mean_posterior_traces(
+            [r for r in result.runs if (r.panel, r.fold) == (first.panel, first.fold)]
+        )
         if traces:
             warmup = {m: VARIANTS[m].warmup for m in traces if m in VARIANTS}
             paths.append(
@@ -228,11 +266,10 @@ def write_plots(result: BenchmarkResult, out_dir: Path) -> list[Path]:
 
 def plot_run_posteriors(run: RunRecord, out: Path) -> Path:
     """Posterior means of one (method, seed) run, for its MLflow artifacts."""
-    from reflexmem.ael.learning import VARIANTS
+    from reflexmem.ael.learning_variants import VARIANTS
 
-    warmup = {run.method: VARIANTS[run.method].warmup} if run.method in VARIANTS else None
+    label = f"{run.method} seed {run.seed}"
+    warmup = {label: VARIANTS[run.method].warmup} if run.method in VARIANTS else None
     return plot_posterior_means(
-        {f"{run.method} seed {run.seed}": (run.arms, run.posterior_means, run.marks)},
-        out,
-        warmup=None if warmup is None else {f"{run.method} seed {run.seed}": warmup[run.method]},
+        {label: (run.arms, run.posterior_means, run.marks)}, out, warmup=warmup
     )

@@ -98,3 +98,36 @@ def split_by_fractions(n_bars: int, train: float = 0.6, val: float = 0.2) -> Chr
     a = int(np.floor(n_bars * train))
     b = int(np.floor(n_bars * (train + val)))
     return ChronoSplits(Split("train", 0, a), Split("val", a, b), Split("test", b, n_bars))
+
+
+MIN_FOLD_BARS = 500
+"""Shortest fold walk-forward cuts: shorter panels get fewer folds."""
+
+
+def walk_forward(
+    n_bars: int,
+    folds: int,
+    *,
+    train: float = 0.6,
+    val: float = 0.2,
+    min_fold_bars: int = MIN_FOLD_BARS,
+) -> tuple[ChronoSplits, ...]:
+    """K consecutive, non-overlapping folds, each cut train / val / test in time order.
+
+    Fold f covers bars [f L, (f + 1) L) with L = n_bars // K (the last fold takes the
+    remainder) and is split by `split_by_fractions` inside it, so no test window
+    overlaps any fold's tuning data, and folds share nothing a learner could carry.
+    K is reduced to n_bars // min_fold_bars (at least 1) for short panels. Views still
+    show every close before the fold (point in time), only learning restarts.
+    """
+    if folds < 1:
+        raise ValueError(f"folds must be >= 1, got {folds}")
+    k = max(1, min(folds, n_bars // max(min_fold_bars, 1)))
+    length = n_bars // k
+    out: list[ChronoSplits] = []
+    for f in range(k):
+        start = f * length
+        stop = n_bars if f == k - 1 else start + length
+        local = split_by_fractions(stop - start, train, val)
+        out.append(ChronoSplits(*(Split(s.name, start + s.start, start + s.stop) for s in local)))
+    return tuple(out)

@@ -27,6 +27,7 @@ from reflexmem.ael.baselines import EqualWeight, InverseMomentum, MinVariance, M
 from reflexmem.ael.environment import Allocator, Episode, MarketEnvironment
 from reflexmem.ael.metrics import BARS_PER_YEAR, compute_metrics_batch
 from reflexmem.ael.panel import PricePanel
+from reflexmem.ael.rules import RULE_FAMILY, Rule, RuleAllocator
 from reflexmem.ael.splits import ChronoSplits
 
 AllocatorFactory = Callable[[np.random.Generator | None], Allocator]
@@ -118,22 +119,30 @@ register_method("tools", lambda rng: ToolsAgent(_need_rng(rng)), seeded=True)
 BASELINES = ("equal_weight", "momentum", "min_variance", "inverse_momentum")
 
 
+def _rule_factory(rule: Rule) -> AllocatorFactory:
+    def build(_rng: np.random.Generator | None) -> Allocator:
+        return RuleAllocator(rule)
+
+    return build
+
+
+for _rule in RULE_FAMILY:
+    if _rule.name not in _REGISTRY:
+        register_method(_rule.name, _rule_factory(_rule), seeded=False)
+
+
 def run_episodes(
     method: str, panel: PricePanel, splits: ChronoSplits, seed: int | None = None
 ) -> dict[str, Episode]:
-    """One allocator of `method` through all splits in time order -> episodes by split."""
+    """One allocator of `method` through all splits in time order -> episodes by split.
+
+    One continuous run (the README's cost rule): no buy-in at the first decision, and
+    each later split pays the turnover from the weights held at the end of the one
+    before.
+    """
     spec = get_method(method)
     rng = np.random.default_rng(seed) if spec.seeded else None
-    allocator = spec.factory(rng)
-    env = MarketEnvironment(panel)
-    episodes: dict[str, Episode] = {}
-    for split in splits:
-        episode = env.run(split, allocator)
-        observe = getattr(allocator, "observe_episode", None)
-        if callable(observe):
-            observe(episode)
-        episodes[split.name] = episode
-    return episodes
+    return MarketEnvironment(panel).run_splits(tuple(splits), spec.factory(rng))
 
 
 def run_table(

@@ -212,20 +212,40 @@ def _zscore(x: FloatArray) -> FloatArray:
     return np.asarray((x - x.mean()) / sd, dtype=np.float64)
 
 
-def composite_signal(mom: MomentumTable, tech: Technicals, score: RiskScore) -> CompositeSignal:
-    """0.45 z(momentum) + 0.25 z(SMA distance) - 0.15 z(RSI) - 0.15 z(risk).
+MOMENTUM_WEIGHT = 0.0
+"""Chosen on D-full's train + validation splits only, see `tools_calibration`."""
 
-    Momentum carries the signal (it is what worked on D-full's test split), trend
-    confirms it, and RSI and risk temper chasing names that are stretched or
-    volatile. Cross-sectional z-scores make the score scale-free.
-    """
-    combined = (
-        0.45 * _zscore(mom.blend())
-        + 0.25 * _zscore(tech.sma_distance)
+
+def _rest(tech: Technicals, score: RiskScore) -> FloatArray:
+    return np.asarray(
+        0.25 * _zscore(tech.sma_distance)
         - 0.15 * _zscore(tech.rsi)
-        - 0.15 * _zscore(score.per_asset)
+        - 0.15 * _zscore(score.per_asset),
+        dtype=np.float64,
     )
+
+
+def composite_signal(mom: MomentumTable, tech: Technicals, score: RiskScore) -> CompositeSignal:
+    """MOMENTUM_WEIGHT z(momentum) + 0.25 z(SMA distance) - 0.15 z(RSI) - 0.15 z(risk).
+
+    Trend confirms momentum, and RSI and risk temper chasing names that are stretched
+    or volatile. Cross-sectional z-scores make the score scale-free. The momentum
+    weight was chosen by rank IC on D-full's train and validation splits only
+    (`tools_calibration.derive_momentum_weight`); the other three are a priori.
+    """
+    combined = MOMENTUM_WEIGHT * _zscore(mom.blend()) + _rest(tech, score)
     return CompositeSignal(np.asarray(combined, dtype=np.float64))
+
+
+def composite_parts(view: MarketView, config: ToolConfig) -> tuple[FloatArray, FloatArray]:
+    """(z(momentum blend), the rest of the composite) for one view, for calibration."""
+    tech = technicals(view, config.rsi_period, config.sma_period)
+    mom = momentum(view, config.momentum_lookbacks)
+    score = risk_score(
+        quant_risk(view, config.risk_window, config.bars_per_year),
+        correlations(view, config.corr_window),
+    )
+    return _zscore(mom.blend()), _rest(tech, score)
 
 
 def run_tools(view: MarketView, config: ToolConfig | None = None) -> ToolReport:

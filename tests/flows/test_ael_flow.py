@@ -4,7 +4,7 @@ from pathlib import Path
 
 from tests.unit.ael_learning.synthetic import write_wide_csv
 
-METHODS = ["equal_weight", "momentum", "stateless", "tools", "memory", "ael"]
+METHODS = ["equal_weight", "momentum", "val_selected_rule", "stateless", "tools", "memory", "ael"]
 
 
 def _strip(rows: list[dict]) -> list[dict]:
@@ -15,14 +15,14 @@ def test_flow_maps_seeds_and_returns_the_rows_of_the_direct_call(
     prefect_harness: None, tmp_path: Path
 ) -> None:
     from flows.ael import ael_benchmark
-    from reflexmem.ael.panel import load_panel
-    from reflexmem.ael.run import run_benchmark
+    from reflexmem.ael.run import load_inputs, run_benchmark
 
     csv = write_wide_csv(tmp_path / "prices.csv")
     doc = ael_benchmark(prices_path=str(csv), seeds=2, methods=METHODS)
-    direct = run_benchmark(load_panel(csv), seeds=[0, 1], methods=METHODS).to_document()
+    direct = run_benchmark(load_inputs(csv), seeds=[0, 1], methods=METHODS).to_document()
     assert _strip(doc["rows"]) == _strip(direct["rows"])
-    assert {r["seed"] for r in doc["rows"] if r["method"] == "ael"} == {0, 1}
+    assert {r["seed"] for r in doc["rows"] if r["method"] == "ael"} == {0, 1, "ensemble"}
     assert {r["seed"] for r in doc["rows"] if r["method"] == "momentum"} == {None}
-    assert doc["hyperparameters"] == direct["hyperparameters"]
+    assert doc["selections"] == direct["selections"]
+    assert doc["verdict"] == direct["verdict"]
     assert all(c["identical"] for c in doc["frozen_checks"])

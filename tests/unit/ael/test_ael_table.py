@@ -46,17 +46,6 @@ def test_higher_costs_lower_returns_monotonically(
     assert all(a > b for a, b in itertools.pairwise(returns))
 
 
-def test_cost_is_charged_on_turnover_and_the_first_bar_buys_in_from_cash(
-    dfull: PricePanel, dfull_splits: ChronoSplits
-) -> None:
-    episode = run_episodes("equal_weight", dfull, dfull_splits)["test"]
-    assert episode.turnover[0] == pytest.approx(1.0)
-    assert episode.turnover[1:] == pytest.approx(0.0)
-    net = episode.net_returns(10.0)
-    assert net[0] == pytest.approx(episode.gross_returns[0] - 0.001)
-    np.testing.assert_array_equal(net[1:], episode.gross_returns[1:])
-
-
 def test_aggregate_gives_mean_and_std_over_seeds(
     dfull: PricePanel, dfull_splits: ChronoSplits
 ) -> None:

@@ -45,3 +45,16 @@ def test_correlation_of_a_flat_series_is_zero_not_nan_and_score_is_bounded() -> 
     assert 0 <= score.portfolio <= 1
     assert np.all((score.per_asset >= 0) & (score.per_asset <= 1))
     assert score.regime in {"calm", "normal", "stressed"}
+
+
+def test_the_composite_momentum_weight_is_re_derived_from_train_and_validation_only(
+    dfull,
+    dfull_splits,  # type: ignore[no-untyped-def]
+) -> None:
+    from reflexmem.ael.tools import MOMENTUM_WEIGHT
+    from reflexmem.ael.tools_calibration import derive_momentum_weight
+
+    assert derive_momentum_weight(dfull, dfull_splits) == MOMENTUM_WEIGHT
+    poisoned = dfull.closes.copy()
+    poisoned[dfull_splits.test.start :] *= np.linspace(0.2, 5.0, dfull.n_assets)[None, :]
+    assert derive_momentum_weight(dfull.with_closes(poisoned), dfull_splits) == MOMENTUM_WEIGHT

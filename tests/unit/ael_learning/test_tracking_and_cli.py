@@ -9,9 +9,10 @@ from typer.testing import CliRunner
 
 from reflexmem.ael.learning import LEARNING_METHODS
 from reflexmem.ael.panel import PricePanel
+from reflexmem.ael.results import ALL_ROW_KEYS
 from reflexmem.ael.run import run_benchmark
 
-METHODS = ["equal_weight", "momentum", "tools", "memory", "ael"]
+METHODS = ["equal_weight", "momentum", "val_selected_rule", "tools", "memory", "ael"]
 
 
 def test_mlflow_lineage_has_a_parent_with_the_prices_and_nested_runs_per_method_and_seed(
@@ -24,6 +25,7 @@ def test_mlflow_lineage_has_a_parent_with_the_prices_and_nested_runs_per_method_
     import mlflow
 
     result = run_benchmark(synthetic, seeds=[0, 1], methods=METHODS)
+    assert result.panels == {"panel": result.panels["panel"]}
     plots = tmp_path / "plots"
     write_plots(result, plots)
     parent_id = log_benchmark(
@@ -36,26 +38,30 @@ def test_mlflow_lineage_has_a_parent_with_the_prices_and_nested_runs_per_method_
     assert [t.value for t in dataset_input.tags if t.key == "mlflow.data.context"] == ["prices"]
     assert parent.data.params["seeds"] == "0,1"
     parent_artifacts = {a.path for a in client.list_artifacts(parent_id)}
-    assert {"timing.json", "hyperparameters.json", "plots"} <= parent_artifacts
+    assert {"timing.json", "selections.json", "verdict.json", "rows.parquet", "plots"} <= (
+        parent_artifacts
+    )
 
     children = client.search_runs(
         [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'"
     )
     by_name = {c.info.run_name: c for c in children}
-    expected = {"equal_weight", "momentum"} | {
+    expected = {"equal_weight", "momentum", "val_selected_rule"} | {
         f"{m}-seed{s}" for m in ("tools", "memory", "ael") for s in (0, 1)
     }
     assert set(by_name) == expected
     ael = by_name["ael-seed1"]
     assert ael.data.params["method"] == "ael"
     assert ael.data.params["seed"] == "1"
-    assert "tilt" in ael.data.params
+    assert ael.data.params["kind"] == "learning"
+    assert "panel_pooled_test_sharpe_se_10bp" in ael.data.metrics
     assert "test_sharpe_0bp" in ael.data.metrics
     assert "val_return_pct_20bp" in ael.data.metrics
     row = next(
         r
         for r in result.rows
-        if (r["method"], r["seed"], r["split"], r["cost_bp"]) == ("ael", 1, "test", 0.0)
+        if (r["method"], r["seed"], r["split"], r["cost_bp"], r["fold"])
+        == ("ael", 1, "test", 0.0, 0)
     )
     assert ael.data.metrics["test_sharpe_0bp"] == pytest.approx(row["sharpe"])
     names = {a.path for a in client.list_artifacts(ael.info.run_id)}
@@ -89,11 +95,13 @@ def test_cli_writes_json_rows_and_png_plots(synthetic_csv: Path, tmp_path: Path)
             "--plots",
             str(plots),
             "--no-mlflow",
+            "--no-peers",
         ],
     )
     assert res.exit_code == 0, res.output
-    assert "Table 2 (test split, 0 bp)" in res.output
-    assert "Table 2 (test split, 20 bp)" in res.output
+    assert "Table 2 - prices, test pooled over 1 fold(s), 0 bp" in res.output
+    assert "Table 2 - prices, test pooled over 1 fold(s), 20 bp" in res.output
+    assert "TARGET (10 bp, pooled): ael beats val_selected_rule" in res.output
     assert "full table wall time" in res.output
     doc = json.loads(out.read_text())
     methods = {r["method"] for r in doc["rows"]}
@@ -104,28 +112,17 @@ def test_cli_writes_json_rows_and_png_plots(synthetic_csv: Path, tmp_path: Path)
         "inverse_momentum",
         "stateless",
         "tools",
+        "val_selected_rule",
+        "hindsight_best_rule",
         *LEARNING_METHODS,
     }
-    keys = {
-        "method",
-        "seed",
-        "split",
-        "cost_bp",
-        "sharpe",
-        "sortino",
-        "calmar",
-        "return_pct",
-        "max_dd_pct",
-        "win_rate",
-        "tail_ratio",
-        "n_returns",
-        "timing",
-    }
-    assert all(set(r) == keys for r in doc["rows"])
-    assert {r["seed"] for r in doc["rows"] if r["method"] == "ael"} == {0}
+    assert all(tuple(r) == ALL_ROW_KEYS for r in doc["rows"])
+    assert {"sharpe_se", "ci_low", "ci_high", "spa_p", "fold"} <= set(doc["rows"][0])
+    assert {r["seed"] for r in doc["rows"] if r["method"] == "ael"} == {0, "ensemble"}
     assert "total_seconds" in doc["timing"]
+    assert doc["verdict"]
     pngs = sorted(p.name for p in plots.glob("*.png"))
-    assert {"equity_test_0bp.png", "policy_frequencies.png", "posterior_means.png"} <= set(pngs)
+    assert {"equity_prices_0bp.png", "policy_frequencies.png", "posterior_means.png"} <= set(pngs)
 
 
 def test_cli_accepts_comma_separated_and_repeated_methods(
@@ -150,6 +147,7 @@ def test_cli_accepts_comma_separated_and_repeated_methods(
             "--json",
             str(out),
             "--no-mlflow",
+            "--no-peers",
         ],
     )
     assert res.exit_code == 0, res.output
@@ -159,6 +157,7 @@ def test_cli_accepts_comma_separated_and_repeated_methods(
         "memory",
     }
     bad = CliRunner().invoke(
-        app, ["bench", "ael", "--prices", str(synthetic_csv), "--methods", "nope", "--no-mlflow"]
+        app,
+        ["bench", "ael", "--prices", str(synthetic_csv), "--methods", "nope", "--no-mlflow"],
     )
     assert bad.exit_code == 2
