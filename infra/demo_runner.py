@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from infra.render import admission_table
-from reflexmem.operations import evaluation, intake, maturation, memory, reflection
+from reflexmem.operations import cycle_runs, evaluation, intake, maturation, memory, reflection
 from reflexmem.operations.cycle import DirectRunner
 from reflexmem.operations.resources import Resources
 
@@ -59,7 +59,15 @@ class DemoRunner(DirectRunner):
         self.step += 1
 
     def run(self, op: Callable[..., R], /, **params: Any) -> R:
-        """Number, run and render one stage."""
+        """Number, run and render one stage (the cycle's own run is one line, unnumbered)."""
+        if op is cycle_runs.begin_cycle or op is cycle_runs.end_cycle:
+            result = super().run(op, **params)
+            if isinstance(result, cycle_runs.CycleStart):
+                self.console.print(
+                    f"[dim]{result.name} {result.cycle_id}: MLflow parent run "
+                    f"{result.mlflow_run_id}[/dim]"
+                )
+            return result
         self.heading(TITLES.get(op, op.__name__))
         result = super().run(op, **params)
         self._render(op, [result])

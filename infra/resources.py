@@ -52,7 +52,9 @@ def reflection_setup(llm: LLMSettings) -> ReflectionSetup:
         tokens_per_day=llm.tokens_per_day,
         tokens_per_call=llm.tokens_per_call,
     )
-    return ReflectionSetup(name="openai", build=build, budget=budget, batch_limit=llm.batch_limit)
+    return ReflectionSetup(
+        name="openai", build=build, model=llm.model, budget=budget, batch_limit=llm.batch_limit
+    )
 
 
 def make_embedder(name: str) -> Embedder | None:
@@ -87,9 +89,10 @@ def build_resources(settings: Settings) -> Resources:
     except BaseException:
         engine.dispose()
         raise
+    registry = load_registry()
     return Resources(
         engine=engine,
-        registry=load_registry(),
+        registry=registry,
         prices=make_prices(settings, engine),
         validate_admission=validate_admission,
         validate_bars=validate_bars,
@@ -97,6 +100,7 @@ def build_resources(settings: Settings) -> Resources:
             settings.resolved_tracking_uri,
             ledger_url=settings.resolved_database_url,
             artifact_root=settings.resolved_artifact_root,
+            registry=registry,
         ),
         reflection=reflection_setup(settings.llm),
         embedder=make_embedder(settings.embedder),

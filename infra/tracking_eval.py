@@ -1,4 +1,4 @@
-"""MLflow tracking of evaluation batches: one MLflow run per batch and profile version.
+"""MLflow tracking of the learning cycle's batches: one MLflow run per batch, nested per cycle.
 
 A run per decision would bury a reviewer under hundreds of thousands of runs; a batch
 run carries the parameters (profile, version, roles), aggregate metrics, and every
@@ -6,38 +6,48 @@ evaluation run of the batch as a Parquet artifact with its ledger IDs (a `log_ta
 a large frame serialises cell by cell; Parquet is one columnar write). The ledger
 stores the MLflow run ID on each `evaluation_runs` row and on the `evaluation_batches`
 row, and the MLflow run's tags name the ledger batch, so either side leads to the other.
-A replay and a promotion are runs of their own (tag `reflexmem.kind`).
+A replay and a promotion are runs of their own (tag `reflexmem.kind`); a promotion names
+the evaluation batches and MLflow runs it promoted. Every batch run logs its decision
+set as a dataset input and carries the searchable tags of `tracking_sets`, and the
+evaluation profile it used is a registered model version (`tracking_registry`).
 
-`EvaluationTracker` is the `Tracker` of `reflexmem.operations.resources`: the evaluate
-and promote operations open a run before the ledger write (its ID goes into the rows),
-finish it after the commit and mark it FAILED if the write fails.
+`EvaluationTracker` is the `Tracker` of `reflexmem.operations.resources`: the evaluate,
+promote and reflect operations open a run before the ledger write (its ID goes into
+the rows), finish it after the commit and mark it FAILED if the write fails; cycles
+open and close the parent runs (`tracking_runs.CycleRuns`), and reflection batches are
+recorded by `tracking_reflection`.
 """
 
 from __future__ import annotations
 
-import math
-import tempfile
-import time
-import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import sqlalchemy as sa
 
+from infra.tracking_reflection import ReflectionRuns
+from infra.tracking_registry import DefinitionRegistry
+from infra.tracking_runs import CycleRuns, RunStore
+from infra.tracking_sets import log_decision_set, set_tags
 from reflexmem.evaluation.promote import PromotionResult
 from reflexmem.evaluation.runs import BatchInfo, EvaluationResult, batch_metrics, tracking_table
+from reflexmem.operations.resources import ReflectionRun
+from reflexmem.reflection.batch import RoleReport
+from reflexmem.registry import RoleRegistry
 
 EXPERIMENT = "evaluation-runs"
 TABLE_FILE = "evaluation_runs.parquet"
 PROMOTION_FILE = "promotions.parquet"
-
-
-def _client(uri: str) -> Any:
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
-    import mlflow
-
-    return mlflow.MlflowClient(tracking_uri=uri)
+RUNS_QUERY = """
+SELECT l.run_id, r.decision_id FROM evaluation_run_lineage l
+JOIN evaluation_runs r ON r.run_id = l.run_id WHERE l.batch_id = '{batch_id}'
+"""
+PROMOTIONS_QUERY = """
+SELECT decision_id, run_id, previous_run_id FROM evaluation_promotions
+WHERE batch_id = '{batch_id}'
+"""
 
 
 def _safe_url(url: str | None) -> str:
@@ -46,8 +56,12 @@ def _safe_url(url: str | None) -> str:
     return sa.make_url(url).render_as_string(hide_password=True)
 
 
+def _joined(values: pl.Series) -> str:
+    return ",".join(sorted({str(v) for v in values.drop_nulls().to_list()}))[:5000]
+
+
 class EvaluationTracker:
-    """Opens and finishes the MLflow runs of evaluation, replay and promotion batches."""
+    """Opens and finishes the MLflow runs of a cycle's batches and of the cycle itself."""
 
     def __init__(
         self,
@@ -55,48 +69,37 @@ class EvaluationTracker:
         *,
         ledger_url: str | None = None,
         artifact_root: Path | None = None,
+        registry: RoleRegistry | None = None,
     ) -> None:
         self.tracking_uri = tracking_uri
         self.ledger_url = _safe_url(ledger_url)
         self.artifact_root = artifact_root
-        self._client_obj: Any = None
-        self._experiment_id: str | None = None
+        self.store = RunStore(tracking_uri, artifact_root, self.ledger_url)
+        self.definitions = DefinitionRegistry(self.store)
+        self.cycles = CycleRuns(self.store)
+        self.reflections = ReflectionRuns(self.store, self.definitions, registry)
 
     @property
     def client(self) -> Any:
         """The MLflow client (created on first use)."""
-        if self._client_obj is None:
-            self._client_obj = _client(self.tracking_uri)
-        return self._client_obj
+        return self.store.client
 
     def experiment_id(self) -> str:
         """The `evaluation-runs` experiment, created if absent (artifacts under the root)."""
-        if self._experiment_id is None:
-            found = self.client.get_experiment_by_name(EXPERIMENT)
-            if found is not None:
-                self._experiment_id = str(found.experiment_id)
-            else:
-                location = None
-                if self.artifact_root is not None:
-                    location = (self.artifact_root / EXPERIMENT).resolve().as_uri()
-                self._experiment_id = str(
-                    self.client.create_experiment(EXPERIMENT, artifact_location=location)
-                )
-        return self._experiment_id
+        return self.store.experiment(EXPERIMENT)
 
-    def open(self, info: BatchInfo) -> str:
+    def open(self, info: BatchInfo, cycle_id: str | None = None) -> str:
         """Create the batch's MLflow run with its parameters and tags; return its ID."""
-        from mlflow.entities import Param, RunTag
-
+        profile_mv = self.definitions.ensure_profile(info.profile, info.profile_version)
         tags = {
-            "mlflow.runName": f"{info.kind}-{info.profile}-v{info.profile_version}-{info.batch_id}",
             "reflexmem.kind": info.kind,
             "reflexmem.batch_id": info.batch_id,
-            "reflexmem.ledger": self.ledger_url,
             "reflexmem.profile": info.profile,
+            "reflexmem.profile_version": str(info.profile_version),
+            "reflexmem.profile_model_version": profile_mv,
         }
-        run = self.client.create_run(self.experiment_id(), tags=tags)
-        run_id: str = run.info.run_id
+        name = f"{info.kind}-{info.profile}-v{info.profile_version}-{info.batch_id}"
+        run_id = self.store.create_run(EXPERIMENT, name, tags, cycle_id)
         params = {
             "profile": info.profile,
             "profile_version": str(info.profile_version),
@@ -105,25 +108,32 @@ class EvaluationTracker:
             "kind": info.kind,
             "n_runs": str(info.n_runs),
         }
-        self.client.log_batch(
-            run_id,
-            params=[Param(k, v) for k, v in params.items()],
-            tags=[RunTag(k, v) for k, v in tags.items() if k != "mlflow.runName"],
-        )
+        self.store.log_params(run_id, params)
         return run_id
 
     def _finish(
-        self, run_id: str, metrics: dict[str, float], table: pl.DataFrame, name: str
+        self,
+        run_id: str,
+        metrics: dict[str, float],
+        table: pl.DataFrame,
+        name: str,
+        decisions: pl.DataFrame,
+        context: str,
+        query: str,
+        batch_id: str,
     ) -> None:
-        from mlflow.entities import Metric
-
-        now = int(time.time() * 1000)
-        clean = [Metric(k, v, now, 0) for k, v in metrics.items() if math.isfinite(v)]
-        self.client.log_batch(run_id, metrics=clean)
-        with tempfile.TemporaryDirectory(prefix="reflex-mlflow-") as tmp:
-            path = Path(tmp) / name
-            table.write_parquet(path)
-            self.client.log_artifact(run_id, str(path))
+        self.store.log_metrics(run_id, metrics)
+        self.store.set_tags(run_id, set_tags(decisions))
+        log_decision_set(
+            self.client,
+            run_id,
+            decisions,
+            name=f"decisions-{batch_id}",
+            context=context,
+            ledger_url=self.ledger_url,
+            query=query.format(batch_id=batch_id),
+        )
+        self.store.log_parquet(run_id, table, name)
         self.client.set_terminated(run_id, "FINISHED")
 
     def finish_evaluation(self, result: EvaluationResult) -> None:
@@ -133,10 +143,20 @@ class EvaluationTracker:
         metrics = batch_metrics(result.runs)
         for role, n in result.runs.group_by("role_id").len().iter_rows():
             metrics[f"n_runs_{role}"] = float(n)
-        self._finish(result.mlflow_run_id, metrics, tracking_table(result.runs), TABLE_FILE)
+        decisions = result.runs.select("decision_id", "run_id", "role_id", "symbol", "decided_at")
+        self._finish(
+            result.mlflow_run_id,
+            metrics,
+            tracking_table(result.runs),
+            TABLE_FILE,
+            decisions,
+            result.info.kind,
+            RUNS_QUERY,
+            result.info.batch_id,
+        )
 
     def finish_promotion(self, result: PromotionResult) -> None:
-        """Log which runs became primary and which they replaced, then close the run."""
+        """Log which runs became primary, what they replaced and where they came from."""
         if result.mlflow_run_id is None:
             return
         frame = result.promotions
@@ -144,7 +164,45 @@ class EvaluationTracker:
             "promoted": float(frame.height),
             "replaced": float(frame["previous_run_id"].is_not_null().sum()),
         }
-        self._finish(result.mlflow_run_id, metrics, frame, PROMOTION_FILE)
+        sources = {
+            "reflexmem.source_batches": _joined(frame["source_batch"]),
+            "reflexmem.source_mlflow_runs": _joined(frame["source_mlflow_run_id"]),
+        }
+        self.store.set_tags(result.mlflow_run_id, sources)
+        self.store.log_params(
+            result.mlflow_run_id,
+            {
+                "source_batch": sources["reflexmem.source_batches"][:500],
+                "source_mlflow_run": sources["reflexmem.source_mlflow_runs"][:500],
+            },
+        )
+        decisions = frame.select("decision_id", "run_id", "role_id", "symbol", "decided_at")
+        self._finish(
+            result.mlflow_run_id,
+            metrics,
+            frame,
+            PROMOTION_FILE,
+            decisions,
+            "promotion",
+            PROMOTIONS_QUERY,
+            result.info.batch_id,
+        )
+
+    def open_reflection(self, run: ReflectionRun) -> str:
+        """Open the run of one reflection batch (`reflection-runs`)."""
+        return self.reflections.open(run)
+
+    def finish_reflection(self, run: ReflectionRun, report: RoleReport) -> None:
+        """Close the run of one reflection batch with its counts and lessons table."""
+        self.reflections.finish(run, report)
+
+    def begin_cycle(self, cycle_id: str, name: str) -> str:
+        """Open (or find) the parent run of a cycle."""
+        return self.cycles.begin(cycle_id, name)
+
+    def end_cycle(self, cycle_id: str, status: str, summary: Mapping[str, float]) -> None:
+        """Close a cycle's parent run."""
+        self.cycles.end(cycle_id, status, summary)
 
     def fail(self, run_id: str) -> None:
         """Mark a run whose ledger write failed, so nobody mistakes it for a finished batch."""

@@ -21,10 +21,12 @@ from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 
 from infra.resources import resources_for
-from reflexmem.operations import evaluation, intake, maturation, memory, reflection
+from reflexmem.operations import cycle_runs, evaluation, intake, maturation, memory, reflection
 from reflexmem.settings import Settings
 
 RETRIES: dict[Callable[..., Any], int] = {
+    cycle_runs.begin_cycle: 2,
+    cycle_runs.end_cycle: 2,
     intake.ingest_drop: 1,
     intake.admit: 2,
     maturation.plan: 2,

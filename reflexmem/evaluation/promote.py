@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from reflexmem.evaluation.profiles import COMPONENTS
 from reflexmem.evaluation.runs import BatchInfo, RunOpener, new_batch_id, record_batch
 from reflexmem.ledger.bulk import bulk_insert, read_frame
-from reflexmem.maturation.sqlio import drop_stage, stage
+from reflexmem.maturation.sqlio import drop_stage, parse_utc, stage
 
 OBSERVED = ("raw_return", "excess_vs_benchmark", "risk_adjusted", "direction_hit")
 """Components that become methodology observations (the statistics' inputs)."""
@@ -32,7 +32,11 @@ class PromotionError(ValueError):
 
 @dataclass(frozen=True)
 class PromotionResult:
-    """One promotion batch: which runs became primary and which they replaced."""
+    """One promotion batch: which runs became primary and which they replaced.
+
+    `promotions` also names, per run, its role, profile version, the evaluation batch
+    that wrote it (and that batch's tracking run), the decision's symbol and time.
+    """
 
     info: BatchInfo
     mlflow_run_id: str | None
@@ -65,8 +69,11 @@ def _candidates_sql(
         )
     join = "JOIN _promote_runs pr ON pr.run_id = r.run_id" if explicit else ""
     return f"""
-SELECT c.run_id, c.decision_id, c.role_id, cur.run_id AS previous_run_id
-FROM (SELECT r.run_id, r.decision_id, l.role_id, r.is_primary,
+SELECT c.run_id, c.decision_id, c.role_id, cur.run_id AS previous_run_id,
+       c.profile_version, c.source_batch, b.mlflow_run_id AS source_mlflow_run_id,
+       d.symbol, d.decided_at
+FROM (SELECT r.run_id, r.decision_id, l.role_id, r.is_primary, r.profile_version,
+             l.batch_id AS source_batch,
              ROW_NUMBER() OVER (PARTITION BY r.decision_id
                                 ORDER BY r.created_at DESC, r.run_id DESC) AS rn
       FROM evaluation_runs r
@@ -75,6 +82,8 @@ FROM (SELECT r.run_id, r.decision_id, l.role_id, r.is_primary,
       WHERE {" AND ".join(where)}) c
 LEFT JOIN evaluation_runs cur
   ON cur.decision_id = c.decision_id AND cur.profile = '{profile}' AND cur.is_primary
+LEFT JOIN evaluation_batches b ON b.batch_id = c.source_batch
+JOIN trading_decisions d ON d.decision_id = c.decision_id
 WHERE c.rn = 1 AND NOT c.is_primary
 """
 
@@ -132,7 +141,10 @@ def promote(
         drop_stage(conn, "_promote_runs")
     bid = batch_id or new_batch_id("promote")
     roles = tuple(sorted(set(chosen["role_id"].to_list())))
-    info = BatchInfo("promote", bid, profile, version or 0, roles, chosen.height)
+    # The batch's version is the promoted runs' own (the newest, should they differ).
+    top = chosen["profile_version"].cast(pl.Int64).max()
+    promoted_version = top if isinstance(top, int) else 0
+    info = BatchInfo("promote", bid, profile, version or promoted_version, roles, chosen.height)
     if chosen.height == 0:
         return PromotionResult(info, None, chosen)
     mlflow_run_id = open_run(info) if open_run is not None else None
@@ -167,9 +179,16 @@ def promote(
         )
     )
     record_batch(conn, info, mlflow_run_id, chosen.height, now)
-    return PromotionResult(
-        info, mlflow_run_id, frame.join(chosen.select("run_id", "role_id"), on="run_id")
+    lineage = chosen.select(
+        "run_id",
+        "role_id",
+        pl.col("profile_version").cast(pl.Int64),
+        pl.col("source_batch").cast(pl.String),
+        pl.col("source_mlflow_run_id").cast(pl.String),
+        "symbol",
+        parse_utc(pl.col("decided_at")).alias("decided_at"),
     )
+    return PromotionResult(info, mlflow_run_id, frame.join(lineage, on="run_id"))
 
 
 assert set(OBSERVED) <= set(COMPONENTS)

@@ -95,6 +95,18 @@ class ReflectionBatch(Base):
     tokens: Mapped[int]
     started_at: Mapped[datetime]
     finished_at: Mapped[datetime]
+    mlflow_run_id: Mapped[str | None] = mapped_column(sa.String(64))
+
+
+class ReflectionBatchCase(Base):
+    """The reflection batch whose verdict a case carries (migration 0010): lineage only."""
+
+    __tablename__ = "reflection_batch_cases"
+
+    case_id: Mapped[str] = mapped_column(
+        sa.String(80), sa.ForeignKey("role_cases.case_id", ondelete="CASCADE"), primary_key=True
+    )
+    batch_id: Mapped[str] = mapped_column(sa.ForeignKey("reflection_batches.batch_id"), index=True)
 
 
 class ExecutorAudit(Base):

@@ -12,18 +12,24 @@ Every stage is idempotent by its own selection (only unjudged executions are adm
 only open positions settled, only unevaluated cases evaluated, only decisions without a
 primary run promoted, only offerable cases reflected, only unrecorded cases recorded,
 only due windows distilled), so a cycle that crashed part way is simply run again.
+
+Each cycle, and each scheduled part run on its own, is one parent tracking run
+(`cycle_runs`): the sequence makes the `cycle_id`, opens the run, hands the ID to every
+stage that tracks, and closes the run with its counts, or FAILED if a stage raised.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from reflexmem.admission.admit import AdmissionResult
 from reflexmem.maturation import MaturityReport, SettleReport
+from reflexmem.operations.cycle_runs import CycleStart, begin_cycle, end_cycle, new_cycle_id
 from reflexmem.operations.evaluation import EvaluationReport, PromotionReport, evaluate, promote
 from reflexmem.operations.intake import DropReport, admit, ingest_drop
 from reflexmem.operations.maturation import CyclePlan, mature, plan, settle
@@ -39,6 +45,7 @@ from reflexmem.operations.resources import Resources
 from reflexmem.reflection.batch import RoleReport
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 class StageRunner(Protocol):
@@ -92,6 +99,7 @@ class CycleReport:
     maturation: MaturationReport
     reflection: tuple[RoleReport, ...]
     memory: MemoryReport
+    cycle: CycleStart | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (timestamps as ISO strings)."""
@@ -108,6 +116,7 @@ class MaturationReport:
     maturity: MaturityReport
     evaluation: EvaluationReport
     promotion: PromotionReport
+    cycle: CycleStart | None = None
 
 
 @dataclass(frozen=True)
@@ -126,22 +135,93 @@ def run_intake(
     return dropped, runner.run(admit)
 
 
-def run_maturation(runner: StageRunner, params: CycleParams | None = None) -> MaturationReport:
+def in_cycle(
+    runner: StageRunner,
+    name: str,
+    cycle_id: str | None,
+    body: Callable[[str], T],
+    counts: Callable[[T], dict[str, float]],
+) -> tuple[CycleStart | None, T]:
+    """Run `body(cycle_id)` inside a cycle's tracking run, or nested in the given cycle.
+
+    With a `cycle_id` the caller's cycle already has its run; otherwise a new cycle
+    named `name` is opened, and closed with `counts(result)`, or FAILED if `body` raises
+    (a failure to close never hides the stage's own error).
+    """
+    if cycle_id is not None:
+        return None, body(cycle_id)
+    start = runner.run(begin_cycle, cycle_id=new_cycle_id(), name=name)
+    try:
+        result = body(start.cycle_id)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            runner.run(end_cycle, cycle_id=start.cycle_id, status="FAILED")
+        raise
+    runner.run(end_cycle, cycle_id=start.cycle_id, status="FINISHED", summary=counts(result))
+    return start, result
+
+
+def _maturation_counts(m: MaturationReport) -> dict[str, float]:
+    return {
+        "settled": float(m.settle.settled),
+        "matured": float(m.maturity.matured),
+        "evaluated": float(m.evaluation.runs),
+        "promoted": float(m.promotion.promoted),
+    }
+
+
+def _reflection_counts(reports: Sequence[RoleReport]) -> dict[str, float]:
+    return {
+        "reflected": float(sum(r.reflected for r in reports)),
+        "lessons": float(sum(r.lessons for r in reports)),
+        "reflection_failed": float(sum(r.failed for r in reports)),
+        "deferred": float(sum(r.deferred for r in reports)),
+    }
+
+
+def _cycle_counts(c: CycleReport) -> dict[str, float]:
+    return {
+        "admitted": float(c.admission.admitted),
+        "quarantined": float(c.admission.quarantined),
+        **_maturation_counts(c.maturation),
+        **_reflection_counts(c.reflection),
+        "episodes": float(sum(e.recorded for e in c.memory.episodes)),
+        "pattern_versions": float(sum(d.patterns for d in c.memory.distillation)),
+    }
+
+
+def run_maturation(
+    runner: StageRunner, params: CycleParams | None = None, cycle_id: str | None = None
+) -> MaturationReport:
     """Fix the clock, settle, mature, evaluate, promote: what `maturation_check` runs."""
     p = params or CycleParams()
-    cycle = runner.run(plan, as_of=p.as_of, roles=p.roles)
-    settled = runner.run(settle, as_of=cycle.as_of)
-    maturity = runner.run(mature, as_of=cycle.as_of, profile=p.profile)
-    evaluated = runner.run(evaluate, profile=p.profile, version=p.version)
-    promoted = runner.run(promote, profile=p.profile, version=p.version, only_unpromoted=True)
-    return MaturationReport(cycle, settled, maturity, evaluated, promoted)
+
+    def body(cid: str) -> MaturationReport:
+        cycle = runner.run(plan, as_of=p.as_of, roles=p.roles)
+        settled = runner.run(settle, as_of=cycle.as_of)
+        maturity = runner.run(mature, as_of=cycle.as_of, profile=p.profile)
+        evaluated = runner.run(evaluate, profile=p.profile, version=p.version, cycle_id=cid)
+        promoted = runner.run(
+            promote, profile=p.profile, version=p.version, only_unpromoted=True, cycle_id=cid
+        )
+        return MaturationReport(cycle, settled, maturity, evaluated, promoted)
+
+    start, report = in_cycle(runner, "maturation", cycle_id, body, _maturation_counts)
+    return report if start is None else replace(report, cycle=start)
 
 
 def run_reflection(
-    runner: StageRunner, roles: Sequence[str], profile: str | None = None
+    runner: StageRunner,
+    roles: Sequence[str],
+    profile: str | None = None,
+    cycle_id: str | None = None,
 ) -> tuple[RoleReport, ...]:
     """One reflection batch per role (side by side on a runner that can): `reflection_batch`."""
-    return tuple(runner.map(reflect, "role_id", roles, profile=profile))
+
+    def body(cid: str) -> tuple[RoleReport, ...]:
+        return tuple(runner.map(reflect, "role_id", roles, profile=profile, cycle_id=cid))
+
+    return in_cycle(runner, "reflection", cycle_id, body, _reflection_counts)[1]
 
 
 def run_memory(
@@ -157,17 +237,22 @@ def run_memory(
 def run_cycle(runner: StageRunner, params: CycleParams | None = None) -> CycleReport:
     """Run every stage of the cycle once, in order, through `runner`: `daily_cycle`."""
     p = params or CycleParams()
-    dropped, admission = run_intake(runner, p.drop)
-    maturation = run_maturation(runner, p)
-    reflected = run_reflection(runner, maturation.plan.roles, p.profile)
-    memory = run_memory(runner, maturation.plan.roles, p.profile)
-    return CycleReport(
-        drop=dropped,
-        admission=admission,
-        maturation=maturation,
-        reflection=reflected,
-        memory=memory,
-    )
+
+    def body(cid: str) -> CycleReport:
+        dropped, admission = run_intake(runner, p.drop)
+        maturation = run_maturation(runner, p, cycle_id=cid)
+        reflected = run_reflection(runner, maturation.plan.roles, p.profile, cycle_id=cid)
+        memory = run_memory(runner, maturation.plan.roles, p.profile)
+        return CycleReport(
+            drop=dropped,
+            admission=admission,
+            maturation=maturation,
+            reflection=reflected,
+            memory=memory,
+        )
+
+    start, report = in_cycle(runner, "cycle", None, body, _cycle_counts)
+    return replace(report, cycle=start)
 
 
 def plain(value: Any) -> Any:

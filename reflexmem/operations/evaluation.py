@@ -57,6 +57,7 @@ class PromotionReport:
     promoted: int
     replaced: int
     mlflow_run_id: str | None
+    profile_version: int = 0
 
 
 def evaluate(
@@ -64,10 +65,11 @@ def evaluate(
     profile: str | None = None,
     version: int | None = None,
     roles: Sequence[str] | None = None,
+    cycle_id: str | None = None,
 ) -> EvaluationReport:
     """Evaluate every matured case not yet evaluated under the profile (idempotent)."""
     chosen = res.benchmark_profile(profile, version)
-    with opened_runs(res.tracker) as opener, res.engine.begin() as conn:
+    with opened_runs(res.tracker, cycle_id) as opener, res.engine.begin() as conn:
         result = evaluate_matured(conn, res.prices, chosen, roles=roles, open_run=opener)
     res.tracker.finish_evaluation(result)
     return EvaluationReport.of(result)
@@ -79,10 +81,11 @@ def replay(
     version: int | None = None,
     roles: Sequence[str] | None = None,
     decisions: Sequence[str] | None = None,
+    cycle_id: str | None = None,
 ) -> EvaluationReport:
     """Re-evaluate decisions that have a primary run: new runs, none promoted."""
     chosen = res.benchmark_profile(profile, version)
-    with opened_runs(res.tracker) as opener, res.engine.begin() as conn:
+    with opened_runs(res.tracker, cycle_id) as opener, res.engine.begin() as conn:
         result = replay_runs(
             conn, res.prices, chosen, roles=roles, decisions=decisions, open_run=opener
         )
@@ -97,6 +100,7 @@ def promote(
     source_batch: str | None = None,
     run_ids: Sequence[str] | None = None,
     only_unpromoted: bool = False,
+    cycle_id: str | None = None,
 ) -> PromotionReport:
     """Make the newest matching run of each decision its one primary run.
 
@@ -104,7 +108,7 @@ def promote(
     promotion, which therefore also picks up a batch whose promotion a crash cut off.
     """
     name = profile or res.profile
-    with opened_runs(res.tracker) as opener, res.engine.begin() as conn:
+    with opened_runs(res.tracker, cycle_id) as opener, res.engine.begin() as conn:
         result: PromotionResult = promote_runs(
             conn,
             name,
@@ -119,5 +123,10 @@ def promote(
         int(result.promotions["previous_run_id"].is_not_null().sum()) if result.promoted else 0
     )
     return PromotionReport(
-        result.info.batch_id, name, result.promoted, replaced, result.mlflow_run_id
+        result.info.batch_id,
+        name,
+        result.promoted,
+        replaced,
+        result.mlflow_run_id,
+        result.info.profile_version,
     )

@@ -11,7 +11,7 @@ Prefect, MLflow or Great Expectations, and a test can hand in real parts of its 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -26,16 +26,34 @@ from reflexmem.ingest.bars import BarValidator
 from reflexmem.maturation.providers import PriceProvider
 from reflexmem.recall.embeddings import Embedder
 from reflexmem.reflection import BudgetLimits, Reflector, RuleReflector
+from reflexmem.reflection.batch import ReflectionBatch, RoleReport
 from reflexmem.registry import RoleRegistry
 
 AdmissionValidator = Callable[[pl.DataFrame, Sequence[str]], pl.DataFrame]
 """(staged executions, registered role IDs) -> failures (execution_id, expectation, severity)."""
 
 
-class Tracker(Protocol):
-    """Where evaluation, replay and promotion batches are recorded (MLflow in infra)."""
+@dataclass(frozen=True)
+class ReflectionRun:
+    """A reflection batch as a tracker records it: the batch and how it was reflected."""
 
-    def open(self, info: BatchInfo) -> str | None:
+    batch: ReflectionBatch
+    reflector: str
+    model: str | None
+    budget: BudgetLimits | None
+    profile: str
+    cycle_id: str | None = None
+
+
+class Tracker(Protocol):
+    """Where the batches of a cycle are recorded (MLflow in infra), nested per cycle.
+
+    Evaluation, replay, promotion and reflection batches each get one run, opened
+    before the ledger write (its ID goes into the ledger rows) and finished after the
+    commit; a batch with a `cycle_id` is nested under that cycle's run.
+    """
+
+    def open(self, info: BatchInfo, cycle_id: str | None = None) -> str | None:
         """Open the run describing a non-empty batch, before the ledger write; its ID."""
         ...
 
@@ -47,6 +65,22 @@ class Tracker(Protocol):
         """Log what a promotion batch changed, after the commit."""
         ...
 
+    def open_reflection(self, run: ReflectionRun) -> str | None:
+        """Open the run of a reflection batch, before its summary row is written."""
+        ...
+
+    def finish_reflection(self, run: ReflectionRun, report: RoleReport) -> None:
+        """Log the batch's lessons table and counts, after the commit."""
+        ...
+
+    def begin_cycle(self, cycle_id: str, name: str) -> str | None:
+        """Open (or find, on a retry) the parent run of one cycle; its ID."""
+        ...
+
+    def end_cycle(self, cycle_id: str, status: str, summary: Mapping[str, float]) -> None:
+        """Close a cycle's parent run with its counts and status (FINISHED or FAILED)."""
+        ...
+
     def fail(self, run_id: str) -> None:
         """Mark a run whose ledger write failed."""
         ...
@@ -55,9 +89,23 @@ class Tracker(Protocol):
 class NullTracker:
     """A tracker that records nothing (tests of the ledger alone, `--no-tracking`)."""
 
-    def open(self, info: BatchInfo) -> str | None:
+    def open(self, info: BatchInfo, cycle_id: str | None = None) -> str | None:
         """No run."""
         return None
+
+    def open_reflection(self, run: ReflectionRun) -> str | None:
+        """No run."""
+        return None
+
+    def finish_reflection(self, run: ReflectionRun, report: RoleReport) -> None:
+        """Nothing to finish."""
+
+    def begin_cycle(self, cycle_id: str, name: str) -> str | None:
+        """No run."""
+        return None
+
+    def end_cycle(self, cycle_id: str, status: str, summary: Mapping[str, float]) -> None:
+        """Nothing to close."""
 
     def finish_evaluation(self, result: EvaluationResult) -> None:
         """Nothing to finish."""
@@ -70,12 +118,14 @@ class NullTracker:
 
 
 @contextmanager
-def opened_runs(tracker: Tracker) -> Iterator[Callable[[BatchInfo], str | None]]:
+def opened_runs(
+    tracker: Tracker, cycle_id: str | None = None
+) -> Iterator[Callable[[BatchInfo], str | None]]:
     """Open tracking runs on demand; mark the last one FAILED if the ledger write fails."""
     opened: list[str] = []
 
     def opener(info: BatchInfo) -> str | None:
-        run_id = tracker.open(info)
+        run_id = tracker.open(info, cycle_id)
         if run_id is not None:
             opened.append(run_id)
         return run_id
@@ -92,12 +142,14 @@ def opened_runs(tracker: Tracker) -> Iterator[Callable[[BatchInfo], str | None]]
 class ReflectionSetup:
     """How to build the configured reflector for one role batch, and its budget.
 
-    `build` receives the batch's guarded executor (the model adapter routes tool
+    `model` names the model behind a model reflector (None for rules). `build`
+    receives the batch's guarded executor (the model adapter routes tool
     requests through it); a reflector with a `close()` method is closed after the batch.
     """
 
     name: str = "rules"
     build: Callable[[ToolExecutor], Reflector] = lambda _executor: RuleReflector()
+    model: str | None = None
     budget: BudgetLimits | None = None
     batch_limit: int = 100_000
 

@@ -15,7 +15,9 @@ them. Results are written back with staging-table updates and bulk loads:
   JSON (the episodes stage then records the case as an episode of the role's memory),
 * a failed reflection: `reflection_failed` with the error; nothing is fabricated,
 * over budget: `pending/budget_deferred`,
-* every executor audit record of the batch: a row of `executor_audit`.
+* every executor audit record of the batch: a row of `executor_audit`,
+* the batch's summary row (with its tracking run, when the caller's `open_run` gives
+  one) and one `reflection_batch_cases` row per verdict, so a case leads to its batch.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -38,6 +40,7 @@ from reflexmem.ledger.enums import CaseState, Direction, PendingReason
 from reflexmem.maturation.sqlio import UTC_US, bulk_update, parse_utc
 from reflexmem.reflection.budget import BudgetGate, BudgetLimits
 from reflexmem.reflection.types import Reflection, ReflectionInput, Reflector, parse_evidence
+from reflexmem.reflection.verdicts import verdict_frame
 from reflexmem.registry import RoleRegistry
 
 LOCK_PREFIX = "reflexmem.reflection:"
@@ -110,6 +113,7 @@ class RoleReport:
     tokens: int = 0
     audit_records: int = 0
     by_class: dict[str, int] = field(default_factory=dict)
+    mlflow_run_id: str | None = None
 
     def as_row(self) -> dict[str, object]:
         """Flat counts for tables and artifacts."""
@@ -124,9 +128,27 @@ class RoleReport:
             "model_calls": self.model_calls,
             "tokens": self.tokens,
             "audit_records": self.audit_records,
+            "mlflow_run": self.mlflow_run_id or "",
         }
         row.update({f"class_{k}": v for k, v in sorted(self.by_class.items())})
         return row
+
+
+@dataclass(frozen=True)
+class ReflectionBatch:
+    """A batch about to be written: its counts and one row per verdict (the lessons table).
+
+    `cases` has the case, decision, symbol, decision time, the primary evaluation run the
+    verdict judged, the case state, outcome class, lesson, layer and error of every
+    reflected or failed case (deferred cases get their verdict in a later batch).
+    """
+
+    report: RoleReport
+    cases: pl.DataFrame
+
+
+ReflectionOpener = Callable[[ReflectionBatch], str | None]
+"""Called once per non-empty batch, before its summary row is written: the tracking run ID."""
 
 
 def acquire_role_lock(
@@ -329,8 +351,13 @@ def reflect_role(
     day: date | None = None,
     executor: ToolExecutor | None = None,
     on_locked: Callable[[str], None] | None = None,
+    open_run: ReflectionOpener | None = None,
 ) -> RoleReport:
-    """Reflect on one role's offerable cases in one locked transaction."""
+    """Reflect on one role's offerable cases in one locked transaction.
+
+    `open_run` (the tracker's, if any) is handed the batch just before its summary row
+    is written and returns the tracking run ID stored on that row.
+    """
     registry.get(role_id)
     batch_id = f"refl-{uuid.uuid4().hex[:20]}"
     started = datetime.now(UTC)
@@ -409,6 +436,9 @@ def reflect_role(
             audit_records=len(records),
             by_class=by_class,
         )
+        if open_run is not None:
+            run_id = open_run(ReflectionBatch(report, verdict_frame(frame, everything)))
+            report = replace(report, mlflow_run_id=run_id)
         bulk_insert(
             conn,
             "reflection_batches",
@@ -426,7 +456,16 @@ def reflect_role(
                     "tokens": [tokens],
                     "started_at": pl.Series([started], dtype=UTC_US),
                     "finished_at": pl.Series([datetime.now(UTC)], dtype=UTC_US),
+                    "mlflow_run_id": pl.Series([report.mlflow_run_id], dtype=pl.String),
                 }
+            ),
+        )
+        bulk_insert(
+            conn,
+            "reflection_batch_cases",
+            pl.DataFrame(
+                {"case_id": [r.case_id for r in everything], "batch_id": batch_id},
+                schema={"case_id": pl.String, "batch_id": pl.String},
             ),
         )
     return report
