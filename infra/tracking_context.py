@@ -133,3 +133,21 @@ def run_url(base: str, run_id: str, experiment_id: str | None = None) -> str:
 def model_version_url(base: str, model: str, version: str) -> str:
     """The MLflow UI page of a registered model version."""
     return f"{base.rstrip('/')}/#/models/{quote(model, safe='')}/versions/{version}"
+
+
+def existing_client(tracking_uri: str) -> Any | None:
+    """An MLflow client for a store that exists; None for a SQLite file not yet created.
+
+    Read-only tools (lineage, report, notebooks) must never create an empty store as a
+    side effect of looking.
+    """
+    if tracking_uri.startswith("sqlite:///"):
+        path = Path(tracking_uri.removeprefix("sqlite:///"))
+        if not path.exists():
+            return None
+    import warnings
+
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    import mlflow
+
+    return mlflow.MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)

@@ -8,8 +8,9 @@ from a run of the `definitions` experiment holding the definition as a YAML arti
 the version carries its definition version, content digest and parent (the previous
 version) as tags. Aliases: a profile's `profile-v<N>` per version, `default` (the
 version a run gets when none is asked for) and `newest` (MLflow reserves `latest` and
-`v<N>`); a role skill's `current` (the file as shipped now). Registration is idempotent by content digest, so calling it on every
-batch costs one search once the definitions are registered.
+`v<N>`); a role skill's `current` (the file as shipped now). Registration is
+idempotent by content digest, so calling it on every batch costs one search once the
+definitions are registered.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from infra.tracking_context import source_tags
 from infra.tracking_runs import RunStore
 from reflexmem.evaluation.profiles import COMPONENTS, PROFILES, get_profile
 from reflexmem.registry import RoleRegistry
+from reflexmem.settings import Settings
 
 EXPERIMENT = "definitions"
 DESCRIPTION = (
@@ -173,3 +175,17 @@ class DefinitionRegistry:
             for role_id in roles:
                 out[role_id] = (ROLE_SKILL_MODEL.format(skill=skill), mv)
         return out
+
+
+def sync_definitions(settings: Settings, registry: RoleRegistry) -> dict[str, Any]:
+    """Register every shipped profile version and role skill file; what is registered."""
+    store = RunStore(settings.resolved_tracking_uri, settings.resolved_artifact_root, "")
+    definitions = DefinitionRegistry(store)
+    profiles = {
+        PROFILE_MODEL.format(name=name): {
+            str(v): definitions.ensure_profile(name, v) for n, v in sorted(PROFILES) if n == name
+        }
+        for name in sorted({n for n, _ in PROFILES})
+    }
+    roles = definitions.ensure_roles(registry)
+    return {"profiles": profiles, "role_skills": {r: list(mv) for r, mv in roles.items()}}

@@ -79,6 +79,8 @@ class Settings(BaseSettings):
     mlflow_tracking_uri: str | None = None
     artifact_root: Path | None = None
     """Where MLflow artifacts of new experiments go (None: `home/mlartifacts`)."""
+    mlflow_ui_url: str = "http://127.0.0.1:5000"
+    """Base URL of the MLflow UI, for the links lineage, reports and Prefect artifacts print."""
     bench_postgres_url: str = DEFAULT_BENCH_POSTGRES_URL
     role_memory_mode: MemoryMode = Field(
         default=MemoryMode.SHADOW,
