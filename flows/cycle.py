@@ -4,7 +4,8 @@ Composition and schedules only. Each flow builds its `Settings` from its paramet
 (the ledger and tracking URIs a deployment pinned when it was created) and hands a
 `PrefectRunner` to the same sequence function the direct path runs
 (`reflexmem.operations.cycle`), so every stage is one task wrapping one operation and
-no flow holds a copy of the sequence. Each flow publishes a table artifact of counts.
+no flow holds a copy of the sequence. Each flow publishes a markdown artifact: its counts
+and a link to the MLflow page of every run its stages opened (`infra/prefect_markdown`).
 
 | flow | sequence | schedule |
 |---|---|---|
@@ -23,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow
-from prefect.artifacts import create_table_artifact
+from prefect.artifacts import create_markdown_artifact
 
+from infra.prefect_markdown import markdown
 from reflexmem.operations import memory as memory_ops
 from reflexmem.operations.cycle import (
     CycleParams,
@@ -56,11 +58,11 @@ def flow_settings(database_url: str | None, tracking_uri: str | None) -> Setting
     return Settings(**overrides)
 
 
-def _publish(key: str, description: str, counts: Mapping[str, Any]) -> None:
-    rows = [{"count": k, "value": str(v)} for k, v in counts.items()]
-    create_table_artifact(
-        key=key, table=rows or [{"count": "-", "value": "0"}], description=description
-    )
+def _publish(
+    settings: Settings, key: str, description: str, counts: Mapping[str, Any], report: Any
+) -> None:
+    text = markdown(description, counts, report, settings.mlflow_ui_url)
+    create_markdown_artifact(key=key, markdown=text, description=description)
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -102,7 +104,8 @@ def daily_cycle(
         "episodes": sum(e["recorded"] for e in report["memory"]["episodes"]),
         "patterns": sum(d["patterns"] for d in report["memory"]["distillation"]),
     }
-    _publish("daily-cycle", f"cycle as of {report['maturation']['plan']['as_of']}", summary)
+    title = f"cycle as of {report['maturation']['plan']['as_of']}"
+    _publish(settings, "daily-cycle", title, summary, report)
     return report
 
 
@@ -117,7 +120,7 @@ def admission(
     folder = Path(drop_dir) if drop_dir else settings.resolved_drop_dir
     dropped, admitted = run_intake(PrefectRunner(settings), folder)
     report = {"drop": plain_data(dropped), "admission": plain_data(admitted)}
-    _publish("admission", f"drop folder {folder}", _flatten(report))
+    _publish(settings, "admission", f"drop folder {folder}", _flatten(report), report)
     return report
 
 
@@ -133,7 +136,8 @@ def maturation_check(
     settings = flow_settings(database_url, tracking_uri)
     params = CycleParams(as_of=as_of, profile=profile, version=version)
     report: dict[str, Any] = plain_data(run_maturation(PrefectRunner(settings), params))
-    _publish("maturation-check", f"maturation as of {report['plan']['as_of']}", _flatten(report))
+    title = f"maturation as of {report['plan']['as_of']}"
+    _publish(settings, "maturation-check", title, _flatten(report), report)
     return report
 
 
@@ -149,11 +153,13 @@ def reflection_batch(
     runner = PrefectRunner(settings)
     chosen = runner.run(plan, roles=roles).roles
     rows = [r.as_row() for r in run_reflection(runner, chosen, profile)]
-    create_table_artifact(
-        key="reflection-batch",
-        table=rows or [{"role": "-", "offered": 0}],
-        description=f"reflection of {len(rows)} role(s)",
-    )
+    counts = {
+        f"{r['role']}.{k}": v
+        for r in rows
+        for k, v in r.items()
+        if k not in ("role", "batch", "mlflow_run")
+    }
+    _publish(settings, "reflection-batch", f"reflection of {len(rows)} role(s)", counts, rows)
     return rows
 
 
@@ -169,12 +175,14 @@ def distillation(
     runner = PrefectRunner(settings)
     chosen = runner.run(plan, roles=roles).roles
     report: dict[str, Any] = plain_data(run_memory(runner, chosen, profile))
-    rows = report["distillation"] or [{"namespace": "-", "windows": 0}]
-    create_table_artifact(
-        key="memory-distillation",
-        table=[{k: str(v) for k, v in r.items()} for r in rows],
-        description=f"{sum(e['recorded'] for e in report['episodes'])} episode(s) recorded",
-    )
+    counts = {
+        f"{d['namespace']}.{k}": v
+        for d in report["distillation"]
+        for k, v in d.items()
+        if k in ("windows", "patterns", "refused")
+    }
+    recorded = sum(e["recorded"] for e in report["episodes"])
+    _publish(settings, "memory-distillation", f"{recorded} episode(s) recorded", counts, report)
     return report
 
 
@@ -197,10 +205,7 @@ def record_episodes(
         distill=distill,
     )
     summary: dict[str, Any] = plain_data(report)
-    create_table_artifact(
-        key="memory-episodes",
-        table=[{"policy": p, "updates": n} for p, n in sorted(report.bandit_updates.items())]
-        or [{"policy": "-", "updates": 0}],
-        description=f"{report.episodes} episode(s) for {agent_id} in {namespace}",
-    )
+    counts = {f"bandit updates {p}": n for p, n in sorted(report.bandit_updates.items())}
+    title = f"{report.episodes} episode(s) for {agent_id} in {namespace}"
+    _publish(settings, "memory-episodes", title, counts, summary)
     return summary
