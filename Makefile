@@ -12,6 +12,7 @@ sync: bootstrap
 	$(UV) sync --frozen
 
 demo: sync
+	$(RUN) reflexmem db upgrade
 	$(RUN) reflexmem demo
 
 lint: sync
@@ -27,4 +28,4 @@ pytest: sync
 test: lint typecheck pytest
 
 clean:
-	rm -rf .reflex .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .reflex mlruns mlartifacts .pytest_cache .mypy_cache .ruff_cache

@@ -5,7 +5,9 @@ those prices, ingests it, attempts double consumptions of previews, then runs th
 learning cycle itself (`run_cycle`, the same sequence the `daily_cycle` flow runs) with
 a runner that shows every stage. It ends with the line from lessons to semantic
 patterns to procedural rules, a recall that shows all three tiers, and one seed of the
-AEL benchmark. The clock is the newest bar, so late decisions are honestly pending.
+AEL benchmark, the versioned definitions in the MLflow registry, and one trade's whole
+lineage with the HTML report. The clock is the newest bar, so late decisions are
+honestly pending.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from infra.demo_lineage import show_lineage, show_registry
 from infra.demo_memory import show_memory_line, show_recall
 from infra.demo_runner import DemoRunner
 from infra.demo_structures import demo_structures
@@ -90,6 +93,10 @@ def run_demo(settings: Settings, res: Resources, *, rows: int, console: Console)
         peers=False,
     )
     console.print(f"plots: {(out / 'plots').resolve()}")
+    runner.heading("versioned definitions: profiles, role skill files, REFLEX skills")
+    show_registry(settings, res, console)
+    runner.heading("lineage review: one trade from decision to rule, and the HTML report")
+    show_lineage(settings, res, console)
     console.print(f"store: {settings.resolved_database_url}")
     console.print(
         f"MLflow UI: [bold]mlflow ui --backend-store-uri {settings.resolved_tracking_uri}[/bold]"
