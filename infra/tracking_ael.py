@@ -72,6 +72,20 @@ def _row_metrics(rows: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
+def _ensure_experiment(experiment: str, tracking_uri: str) -> None:
+    """Create the experiment beside a SQLite store (`mlartifacts/`), never under `./mlruns`."""
+    import mlflow
+
+    from infra.tracking_context import ensure_experiment
+
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri)
+    root = None
+    if tracking_uri.startswith("sqlite:///"):
+        root = Path(tracking_uri.removeprefix("sqlite:///")).parent / "mlartifacts"
+    description = "AEL benchmark invocations: Table 2 per panel, statistics, plots (docs/ael.md)."
+    ensure_experiment(client, experiment, description, root)
+
+
 def log_benchmark(
     result: BenchmarkResult,
     panel: PricePanel,
@@ -95,6 +109,9 @@ def log_benchmark(
         previous = mlflow.get_tracking_uri()
         mlflow.set_tracking_uri(tracking_uri)
         try:
+            _ensure_experiment(
+                mlflow.MlflowClient(tracking_uri=tracking_uri), experiment, tracking_uri
+            )
             mlflow.set_experiment(experiment)
             with mlflow.start_run(run_name=run_name or "ael-bench") as parent:
                 params: dict[str, Any] = {

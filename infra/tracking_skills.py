@@ -42,6 +42,10 @@ from reflexmem.reflex.versions import (
 )
 
 EXPERIMENT = "skill-versions"
+DESCRIPTION = (
+    "REFLEX skill versions (registered models reflex_skill.<id>) and every lifecycle move "
+    "with its evidence; aliases champion (active) and challenger (limited)."
+)
 CHAMPION, CHALLENGER = "champion", "challenger"
 _TAG_LIMIT = 5000
 
@@ -68,11 +72,13 @@ class SkillTracker:
         """The `skill-versions` experiment (created with the explicit artifact root)."""
         if self._experiment_id is None:
             found = self.client.get_experiment_by_name(EXPERIMENT)
-            self._experiment_id = (
-                found.experiment_id
-                if found is not None
-                else self.client.create_experiment(EXPERIMENT, artifact_location=self.artifact_root)
-            )
+            if found is not None:
+                self._experiment_id = found.experiment_id
+            else:
+                self._experiment_id = self.client.create_experiment(
+                    EXPERIMENT, artifact_location=self.artifact_root,
+                    tags={"mlflow.note.content": DESCRIPTION},
+                )  # fmt: skip
         return self._experiment_id
 
     def _ensure_model(self, spec: SkillSpec) -> str:

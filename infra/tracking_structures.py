@@ -35,6 +35,10 @@ from reflexmem.structures.report import alias_for
 
 MODEL = "reflexmem-structure"
 EXPERIMENT = "structure-versions"
+DESCRIPTION = (
+    "Structure G versions (registered model reflexmem-structure): YAML, parent, operator, "
+    "task sets as dataset inputs; aliases current and current-<family>."
+)
 TAG_LIMIT = 4900
 
 
@@ -94,7 +98,11 @@ class StructureRegistry:
         if found is not None:
             return str(found.experiment_id)
         return str(
-            self.client.create_experiment(EXPERIMENT, artifact_location=self.artifact_location)
+            self.client.create_experiment(
+                EXPERIMENT,
+                artifact_location=self.artifact_location,
+                tags={"mlflow.note.content": DESCRIPTION},
+            )
         )
 
     def _ensure_model(self) -> None:
