@@ -76,7 +76,9 @@ class DemoRunner(DirectRunner):
 
     def _render(self, op: Callable[..., Any], reports: Sequence[Any]) -> None:
         c = self.console
-        r = reports[0] if reports else None
+        if not reports:
+            return
+        r: Any = reports[0]
         if op is intake.admit:
             c.print(admission_table(r))
         elif op is maturation.plan:
@@ -137,7 +139,7 @@ class DemoRunner(DirectRunner):
             )
         elif op is memory.namespaces_due:
             c.print(", ".join(r) if r else "none: recording distilled every window it closed")
-        elif op is memory.distil and reports:
+        elif op is memory.distil:
             c.print(
                 table(
                     "distillation per namespace",
@@ -148,5 +150,5 @@ class DemoRunner(DirectRunner):
                     ],
                 )
             )
-        elif op is intake.ingest_drop and r is not None:
+        elif op is intake.ingest_drop:
             c.print(f"loaded {r.loaded}, unchanged {list(r.unchanged)}, rejected {r.rejected}")

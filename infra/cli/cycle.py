@@ -49,16 +49,17 @@ def cycle_cmd(
 
         settings = Settings().pinned()
         open_resources(settings)  # fail fast (exit 2) on an unmigrated ledger
-        report = daily_cycle(
+        flow_report = daily_cycle(
             settings.resolved_database_url,
             settings.resolved_tracking_uri,
+            str(settings.home),
             as_of=when,
             profile=profile,
             version=version,
             roles=role,
             drop_dir=None if drop is None else str(drop.resolve()),
         )
-        emit(report, as_json)
+        emit(flow_report, as_json)
         return
     from reflexmem.operations.cycle import CycleParams, DirectRunner, run_cycle
 

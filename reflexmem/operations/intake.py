@@ -85,7 +85,7 @@ def ingest_drop(res: Resources, folder: Path) -> DropReport:
 
 def _dependency_order(files: list[Path]) -> list[Path]:
     from reflexmem.ingest.read import detect_kind
-    from reflexmem.ingest.schemas import LOAD_ORDER
+    from reflexmem.ingest.schemas import INGEST_ORDER as LOAD_ORDER
 
     def rank(path: Path) -> tuple[int, str]:
         try:
