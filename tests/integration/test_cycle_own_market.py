@@ -76,27 +76,38 @@ def test_a_stream_on_its_own_symbols_and_bars_goes_through_every_tier(
     }
     assert symbols == set(SYMBOLS)  # every priced symbol, and never the unpriced one
     # No benchmark bar is missing: the excess-return components were measured.
-    assert scalar(
-        engine,
-        "SELECT COUNT(*) FROM evaluation_components "
-        "WHERE name = 'excess_vs_benchmark' AND NOT missing",
-    ) > 100
+    assert (
+        scalar(
+            engine,
+            "SELECT COUNT(*) FROM evaluation_components "
+            "WHERE name = 'excess_vs_benchmark' AND NOT missing",
+        )
+        > 100
+    )
     assert sum(r.reflected for r in report.reflection) == report.maturation.evaluation.runs
     assert sum(r.lessons for r in report.reflection) > 0
     recorded = sum(e.recorded for e in report.memory.episodes)
     assert recorded == report.maturation.evaluation.runs
     assert scalar(engine, "SELECT COUNT(*) FROM episodes WHERE case_id IS NOT NULL") == recorded
-    assert scalar(
-        engine, "SELECT COUNT(*) FROM memory_entries WHERE tier = 'semantic' AND state = 'active'"
-    ) > 0
+    assert (
+        scalar(
+            engine,
+            "SELECT COUNT(*) FROM memory_entries WHERE tier = 'semantic' AND state = 'active'",
+        )
+        > 0
+    )
     # A decision on a symbol without bars waits for prices, and says so.
-    unpriced = engine.connect().execute(
-        sa.text(
-            "SELECT DISTINCT rc.state, rc.pending_reason FROM role_cases rc "
-            "WHERE rc.symbol = :s"
-        ),
-        {"s": UNPRICED},
-    ).all()
+    unpriced = (
+        engine.connect()
+        .execute(
+            sa.text(
+                "SELECT DISTINCT rc.state, rc.pending_reason FROM role_cases rc "
+                "WHERE rc.symbol = :s"
+            ),
+            {"s": UNPRICED},
+        )
+        .all()
+    )
     assert unpriced, "the stream has decisions on the unpriced symbol"
     waits = {"no_market_data", "not_due", "insufficient_data"}
     assert all(state == "pending" and reason in waits for state, reason in unpriced)
