@@ -59,7 +59,8 @@ def test_a_stream_on_its_own_symbols_and_bars_goes_through_every_tier(
 
     report = run_cycle(DirectRunner(res), CycleParams(drop=tmp_path / "drop"))
 
-    assert report.drop is not None and report.drop.rejected == {}
+    assert report.drop is not None
+    assert report.drop.rejected == {}
     assert scalar(engine, "SELECT COUNT(DISTINCT symbol) FROM market_bars") == len(SYMBOLS)
     # The clock is the newest of these bars, not the wall clock and not D-full's.
     assert report.maturation.plan.as_of is not None

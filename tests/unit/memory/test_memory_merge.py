@@ -41,16 +41,19 @@ def test_windows_extend_one_lineage_and_supersede_the_version_they_extend() -> N
     (v1,) = first.written
     (v2,) = second.written
     old, new = store.get(v1), store.get(v2)
-    assert old is not None and new is not None
+    assert old is not None
+    assert new is not None
     assert old.state is EntryState.SUPERSEDED
     assert new.state is EntryState.ACTIVE
     assert (new.support, new.wins, new.losses) == (6, 1, 5)
-    assert new.first_episode == 0 and new.created_episode == 19
+    assert new.first_episode == 0
+    assert new.created_episode == 19
     assert new.confidence == pytest.approx(5 / 6)
     # Sources: this window's cases and the version it extends (the chain to every case).
     assert new.source_ids == ("case-10", "case-11", v1)
     # Scope: every case was on AAPL, but the scenarios differ, so only the symbol stays.
-    assert "symbol:AAPL" in new.tags and not any(t.startswith("scenario:") for t in new.tags)
+    assert "symbol:AAPL" in new.tags
+    assert not any(t.startswith("scenario:") for t in new.tags)
     assert new.text.startswith("went short against its own signal and lost.")
     # Idempotent per window.
     assert distill_merged(store, NS, 10, 20, CFG).already_done
