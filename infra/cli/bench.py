@@ -186,16 +186,7 @@ def bench_cycle_cmd(
     from infra.bench_cycle import run_bench
 
     check_backend(backend)
-    with (
-        console.status(f"cycle on {decisions} decisions ({backend})") if not as_json else (_Quiet())
-    ):
+    status = nullcontext() if as_json else console.status(f"cycle on {decisions} decisions")
+    with status:
         result = run_bench(Settings(), decisions=decisions, backend=backend, repeats=repeats)
     emit(result, as_json)
-
-
-class _Quiet:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *_: object) -> None:
-        return None
