@@ -77,6 +77,7 @@ class DemoRunner(DirectRunner):
     def _render(self, op: Callable[..., Any], reports: Sequence[Any]) -> None:
         c = self.console
         if not reports:
+            c.print("nothing to do")
             return
         r: Any = reports[0]
         if op is intake.admit:
