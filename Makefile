@@ -11,13 +11,17 @@ bootstrap:
 sync: bootstrap
 	$(UV) sync --frozen
 
+# The demo starts from an empty embedded store: `db upgrade` is the one command that
+# creates or migrates a schema; every other command refuses an unmigrated ledger.
 demo: sync
+	rm -f "$${REFLEX_HOME:-.reflex}"/ledger.sqlite "$${REFLEX_HOME:-.reflex}"/ledger.sqlite-wal "$${REFLEX_HOME:-.reflex}"/ledger.sqlite-shm
 	$(RUN) reflexmem db upgrade
 	$(RUN) reflexmem demo
 
 lint: sync
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
+	$(RUN) lint-imports
 
 typecheck: sync
 	$(RUN) mypy

@@ -48,9 +48,17 @@ REFLECTION_CRON = "30 * * * *"
 DISTILLATION_CRON = "45 * * * *"
 
 
-def flow_settings(database_url: str | None, tracking_uri: str | None) -> Settings:
-    """Settings from the environment, with the flow's pinned ledger and tracking store."""
+def flow_settings(
+    database_url: str | None, tracking_uri: str | None, home: str | None = None
+) -> Settings:
+    """Settings from the environment, with the flow's pinned ledger, tracking store and home.
+
+    `home` (absolute when a deployment pinned it) places everything else a run writes:
+    MLflow artifacts of new experiments, the default drop folder.
+    """
     overrides: dict[str, Any] = {}
+    if home:
+        overrides["home"] = Path(home)
     if database_url:
         overrides["database_url"] = database_url
     if tracking_uri:
@@ -78,6 +86,7 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
 def daily_cycle(
     database_url: str | None = None,
     tracking_uri: str | None = None,
+    home: str | None = None,
     as_of: datetime | None = None,
     profile: str | None = None,
     version: int | None = None,
@@ -85,7 +94,7 @@ def daily_cycle(
     drop_dir: str | None = None,
 ) -> dict[str, Any]:
     """The whole learning cycle, once: intake, maturation, reflection, memory."""
-    settings = flow_settings(database_url, tracking_uri)
+    settings = flow_settings(database_url, tracking_uri, home)
     params = CycleParams(
         as_of=as_of,
         profile=profile,
@@ -113,10 +122,11 @@ def daily_cycle(
 def admission(
     database_url: str | None = None,
     tracking_uri: str | None = None,
+    home: str | None = None,
     drop_dir: str | None = None,
 ) -> dict[str, Any]:
     """Ingest every new file of the drop folder (Great Expectations guarded), then admit."""
-    settings = flow_settings(database_url, tracking_uri)
+    settings = flow_settings(database_url, tracking_uri, home)
     folder = Path(drop_dir) if drop_dir else settings.resolved_drop_dir
     dropped, admitted = run_intake(PrefectRunner(settings), folder)
     report = {"drop": plain_data(dropped), "admission": plain_data(admitted)}
@@ -128,12 +138,13 @@ def admission(
 def maturation_check(
     database_url: str | None = None,
     tracking_uri: str | None = None,
+    home: str | None = None,
     as_of: datetime | None = None,
     profile: str | None = None,
     version: int | None = None,
 ) -> dict[str, Any]:
     """Fix the clock, settle positions, mature cases, evaluate them, promote first runs."""
-    settings = flow_settings(database_url, tracking_uri)
+    settings = flow_settings(database_url, tracking_uri, home)
     params = CycleParams(as_of=as_of, profile=profile, version=version)
     report: dict[str, Any] = plain_data(run_maturation(PrefectRunner(settings), params))
     title = f"maturation as of {report['plan']['as_of']}"
@@ -145,11 +156,12 @@ def maturation_check(
 def reflection_batch(
     database_url: str | None = None,
     tracking_uri: str | None = None,
+    home: str | None = None,
     roles: list[str] | None = None,
     profile: str | None = None,
 ) -> list[dict[str, Any]]:
     """One reflection batch per role, side by side; a role never runs twice at once."""
-    settings = flow_settings(database_url, tracking_uri)
+    settings = flow_settings(database_url, tracking_uri, home)
     runner = PrefectRunner(settings)
     chosen = runner.run(plan, roles=roles).roles
     rows = [r.as_row() for r in run_reflection(runner, chosen, profile)]
@@ -167,11 +179,12 @@ def reflection_batch(
 def distillation(
     database_url: str | None = None,
     tracking_uri: str | None = None,
+    home: str | None = None,
     roles: list[str] | None = None,
     profile: str | None = None,
 ) -> dict[str, Any]:
     """Record reflected cases as episodes per role, then distil every due namespace."""
-    settings = flow_settings(database_url, tracking_uri)
+    settings = flow_settings(database_url, tracking_uri, home)
     runner = PrefectRunner(settings)
     chosen = runner.run(plan, roles=roles).roles
     report: dict[str, Any] = plain_data(run_memory(runner, chosen, profile))
@@ -193,10 +206,11 @@ def record_episodes(
     episodes: list[dict[str, Any]],
     database_url: str | None = None,
     tracking_uri: str | None = None,
+    home: str | None = None,
     distill: bool = True,
 ) -> dict[str, Any]:
     """Record an agent's own settled episodes and credit its bandit."""
-    settings = flow_settings(database_url, tracking_uri)
+    settings = flow_settings(database_url, tracking_uri, home)
     report = PrefectRunner(settings).run(
         memory_ops.record_agent_episodes,
         agent_id=agent_id,

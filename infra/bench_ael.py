@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
 
@@ -211,7 +211,7 @@ def run_command(
 
 def _start_peers(
     inputs: tuple[PanelInputs, ...], workdir: Path, console: Console
-) -> tuple[object, str]:
+) -> tuple[Callable[[], PeerWeights] | None, str]:
     from infra.olps import PeerError, PeerJob
 
     try:
@@ -239,7 +239,7 @@ def _print(result: BenchmarkResult, inputs: tuple[PanelInputs, ...], console: Co
     def say(text: str) -> None:
         console.print(text, markup=False, highlight=False, soft_wrap=True)
 
-    scopes = [(p.name, len(p.folds)) for p in inputs]
+    scopes: list[tuple[str, int | str]] = [(p.name, len(p.folds)) for p in inputs]
     if len(inputs) > 1:
         scopes.append(("all", "all"))
     for name, folds in scopes:

@@ -24,7 +24,7 @@ from typing import Any
 
 import polars as pl
 
-from infra.bench_admission import scratch_engine
+from infra.bench_support import scratch_engine
 from reflexmem.ledger.bulk import bulk_insert
 from reflexmem.memory.cycle import EpisodeInput
 from reflexmem.memory.ledger_agents import MemoryLedger

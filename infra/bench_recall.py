@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 import sqlalchemy as sa
 
-from infra.bench_admission import scratch_engine
+from infra.bench_support import scratch_engine
 from reflexmem.ledger.bulk import bulk_insert
 from reflexmem.recall import RecallConstraints, query_terms, recall
 from reflexmem.recall.fts import scan_query

@@ -43,8 +43,11 @@ def scratch_url(settings: Settings, backend: str, workdir: Path) -> Iterator[str
     admin = make_engine(settings.bench_postgres_url).execution_options(isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = sa.make_url(settings.bench_postgres_url).set(database=name)
-    rendered = url.render_as_string(hide_password=False)
+    rendered = (
+        sa.make_url(settings.bench_postgres_url)
+        .set(database=name)
+        .render_as_string(hide_password=False)
+    )
     engine = make_engine(rendered)
     try:
         migrate.upgrade(engine)
@@ -83,6 +86,14 @@ def without_tracking(res: Resources) -> Resources:
     from reflexmem.operations.resources import NullTracker
 
     return replace(res, tracker=NullTracker())
+
+
+def warm_tracker(res: Resources) -> None:
+    """Create the MLflow store and experiment now, so no timed stage pays for it."""
+    from infra.tracking_eval import EvaluationTracker
+
+    if isinstance(res.tracker, EvaluationTracker):
+        res.tracker.experiment_id()
 
 
 def peak_rss_mb() -> float:

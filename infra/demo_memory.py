@@ -35,7 +35,7 @@ ORDER BY CASE tier WHEN 'procedural' THEN 0 ELSE 1 END, support DESC, entry_id L
 def show_memory_line(res: Resources, console: Console) -> None:
     """Lessons per role -> live semantic patterns (with support) -> procedural rules."""
     with res.engine.connect() as conn:
-        lessons = dict(
+        lessons: dict[str, int] = dict(
             conn.execute(
                 sa.text(
                     "SELECT role_id, COUNT(*) FROM role_cases WHERE lesson IS NOT NULL "

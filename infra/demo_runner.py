@@ -61,13 +61,13 @@ class DemoRunner(DirectRunner):
     def run(self, op: Callable[..., R], /, **params: Any) -> R:
         """Number, run and render one stage (the cycle's own run is one line, unnumbered)."""
         if op is cycle_runs.begin_cycle or op is cycle_runs.end_cycle:
-            result = super().run(op, **params)
-            if isinstance(result, cycle_runs.CycleStart):
+            done = super().run(op, **params)
+            if isinstance(done, cycle_runs.CycleStart):
                 self.console.print(
-                    f"[dim]{result.name} {result.cycle_id}: MLflow parent run "
-                    f"{result.mlflow_run_id}[/dim]"
+                    f"[dim]{done.name} {done.cycle_id}: MLflow parent run "
+                    f"{done.mlflow_run_id}[/dim]"
                 )
-            return result
+            return done
         self.heading(TITLES.get(op, op.__name__))
         result = super().run(op, **params)
         self._render(op, [result])
@@ -84,7 +84,10 @@ class DemoRunner(DirectRunner):
 
     def _render(self, op: Callable[..., Any], reports: Sequence[Any]) -> None:
         c = self.console
-        r = reports[0] if reports else None
+        if not reports:
+            c.print("nothing to do")
+            return
+        r: Any = reports[0]
         if op is intake.admit:
             c.print(admission_table(r))
         elif op is maturation.plan:
@@ -145,7 +148,7 @@ class DemoRunner(DirectRunner):
             )
         elif op is memory.namespaces_due:
             c.print(", ".join(r) if r else "none: recording distilled every window it closed")
-        elif op is memory.distil and reports:
+        elif op is memory.distil:
             c.print(
                 table(
                     "distillation per namespace",
@@ -156,5 +159,5 @@ class DemoRunner(DirectRunner):
                     ],
                 )
             )
-        elif op is intake.ingest_drop and r is not None:
+        elif op is intake.ingest_drop:
             c.print(f"loaded {r.loaded}, unchanged {list(r.unchanged)}, rejected {r.rejected}")

@@ -50,18 +50,30 @@ def specs() -> list[DeploymentSpec]:
 
 
 def pinned_parameters(settings: Settings) -> dict[str, str]:
-    """The ledger and tracking URIs every deployment is created with."""
+    """The ledger and tracking URIs (and the home) every deployment is created with."""
     pinned = settings.pinned()
     return {
         "database_url": pinned.resolved_database_url,
         "tracking_uri": pinned.resolved_tracking_uri,
+        "home": str(pinned.home),
     }
 
 
 def deployments(settings: Settings) -> list[Any]:
     """`flow.to_deployment(name, cron=..., parameters=<pinned URIs>)` for every spec."""
     params = pinned_parameters(settings)
-    return [s.flow.to_deployment(s.name, cron=s.cron, parameters=params) for s in specs()]
+    return [
+        s.flow.to_deployment(s.name, cron=s.cron, parameters=_accepted(s.flow, params))
+        for s in specs()
+    ]
+
+
+def _accepted(flow: Any, params: dict[str, str]) -> dict[str, str]:
+    """The pinned parameters this flow takes (every cycle flow takes all three)."""
+    import inspect
+
+    names = inspect.signature(flow.fn).parameters
+    return {k: v for k, v in params.items() if k in names}
 
 
 async def ensure_role_limits(role_ids: list[str], limit: int = 1) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ def bars(title: str, labels: Sequence[str], values: Sequence[float], xlabel: str
 
 
 def stacked(
-    title: str, groups: Sequence[str], series: dict[str, Sequence[float]], xlabel: str
+    title: str, groups: Sequence[str], series: Mapping[str, Sequence[float]], xlabel: str
 ) -> str:
     """Horizontal bars per group, stacked by series (e.g. outcome class per role)."""
     fig, ax = _figure(7.0, max(1.8, 0.4 * len(groups) + 1.0))

@@ -109,9 +109,7 @@ def log_benchmark(
         previous = mlflow.get_tracking_uri()
         mlflow.set_tracking_uri(tracking_uri)
         try:
-            _ensure_experiment(
-                mlflow.MlflowClient(tracking_uri=tracking_uri), experiment, tracking_uri
-            )
+            _ensure_experiment(experiment, tracking_uri)
             mlflow.set_experiment(experiment)
             with mlflow.start_run(run_name=run_name or "ael-bench") as parent:
                 params: dict[str, Any] = {

@@ -24,7 +24,7 @@ SOURCE_TYPE = "reflexmem-ledger"
 CHUNK = 200_000
 """Decision IDs hashed per step: the digest never materialises one huge string."""
 
-_MLFLOW_TYPES = {
+_MLFLOW_TYPES: dict[object, str] = {
     pl.String: "string",
     pl.Int64: "long",
     pl.Int32: "integer",

@@ -211,7 +211,7 @@ class StructureRegistry:
                                 df = pd.DataFrame(rows)
                                 df.to_parquet(path)
                                 mlflow.log_artifact(str(path), artifact_path="datasets")
-                                ds = mlflow.data.from_pandas(
+                                ds = mlflow.data.from_pandas(  # type: ignore[attr-defined]
                                     df, source=str(path), name=f"{structure.structure_id}-{context}"
                                 )
                                 mlflow.log_input(ds, context=context)

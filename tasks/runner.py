@@ -2,8 +2,10 @@
 
 `reflexmem.operations.cycle` writes the sequence of stages once against a runner; this
 runner turns `run(op, ...)` into a task call and `map(op, key, values, ...)` into one
-submitted task per value (tagged `role:<id>` for per-role stages, so a server's tag
-concurrency limit can hold a second batch of the same role), gathered in order.
+task per value (tagged `role:<id>` for per-role stages, so a server's tag concurrency
+limit can hold a second batch of the same role), submitted side by side on a PostgreSQL
+ledger and run one after another on SQLite, whose single writer would only make
+side-by-side tasks queue; results come back in order either way.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ class PrefectRunner:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        # SQLite has one writer: side-by-side tasks would only queue on its write lock.
+        self.concurrent = settings.backend == "postgresql"
 
     def run(self, op: Callable[..., R], /, **params: Any) -> R:
         """Run the operation's task and wait for its result."""
@@ -31,12 +35,19 @@ class PrefectRunner:
     def map(
         self, op: Callable[..., R], key: str, values: Sequence[Any], /, **params: Any
     ) -> list[R]:
-        """Submit one task per value (side by side on the flow's task runner); results in order."""
+        """One task per value, side by side on the flow's task runner; results in order."""
         task = task_for(op)
+        if not self.concurrent:
+            return [
+                task.with_options(tags=_tags(key, v))(self.settings, **{key: v}, **params)
+                for v in values
+            ]
         futures = [
-            task.with_options(tags=[f"role:{v}"] if key == "role_id" else []).submit(
-                self.settings, **{key: v}, **params
-            )
+            task.with_options(tags=_tags(key, v)).submit(self.settings, **{key: v}, **params)
             for v in values
         ]
         return [f.result() for f in futures]
+
+
+def _tags(key: str, value: Any) -> list[str]:
+    return [f"role:{value}"] if key == "role_id" else []

@@ -62,14 +62,14 @@ def _wrap(op: Callable[..., Any], retries: int) -> Task[..., Any]:
     run.__name__ = op.__name__
     run.__doc__ = op.__doc__
     run.__module__ = op.__module__
-    return task(
-        run,
+    wrapper: Task[..., Any] = task(
         name=op.__name__.replace("_", "-"),
         retries=retries,
         retry_delay_seconds=2,
         cache_policy=NO_CACHE,
         persist_result=False,
-    )
+    )(run)
+    return wrapper
 
 
 TASKS: dict[Callable[..., Any], Task[..., Any]] = {op: _wrap(op, n) for op, n in RETRIES.items()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -173,3 +174,20 @@ def bench_structures_cmd(
     from infra.bench_structures import run_bench
 
     emit(run_bench(seed=seed, modules=modules), as_json)
+
+
+@bench_app.command("cycle")
+def bench_cycle_cmd(
+    decisions: Annotated[int, typer.Option(help="Decisions in the generated stream.")] = 10_000,
+    backend: Annotated[str, typer.Option(help="sqlite or postgres.")] = "sqlite",
+    repeats: Annotated[int, typer.Option(help="Runs per path, alternating the order.")] = 1,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """The whole cycle on N decisions: direct, as a flow, and the bare bulk-load floor."""
+    from infra.bench_cycle import run_bench
+
+    check_backend(backend)
+    status = nullcontext() if as_json else console.status(f"cycle on {decisions} decisions")
+    with status:
+        result = run_bench(Settings(), decisions=decisions, backend=backend, repeats=repeats)
+    emit(result, as_json)

@@ -8,6 +8,7 @@ flow `daily_cycle`; `settle`, `mature`, `reflect`, `episodes` and `distil` run o
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -49,16 +50,17 @@ def cycle_cmd(
 
         settings = Settings().pinned()
         open_resources(settings)  # fail fast (exit 2) on an unmigrated ledger
-        report = daily_cycle(
+        flow_report = daily_cycle(
             settings.resolved_database_url,
             settings.resolved_tracking_uri,
+            str(settings.home),
             as_of=when,
             profile=profile,
             version=version,
             roles=role,
             drop_dir=None if drop is None else str(drop.resolve()),
         )
-        emit(report, as_json)
+        emit(flow_report, as_json)
         return
     from reflexmem.operations.cycle import CycleParams, DirectRunner, run_cycle
 
@@ -69,17 +71,10 @@ def cycle_cmd(
         roles=tuple(role) if role else None,
         drop=drop,
     )
-    with console.status("running the learning cycle", spinner="dots") if not as_json else _quiet():
+    status = nullcontext() if as_json else console.status("running the learning cycle")
+    with status:
         report = run_cycle(DirectRunner(open_resources()), params)
     _show(report, as_json)
-
-
-class _quiet:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *_: object) -> None:
-        return None
 
 
 @app.command("settle")

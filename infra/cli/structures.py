@@ -30,12 +30,12 @@ def check_cmd(
     path: Annotated[Path, typer.Argument(help="Structure YAML file.")],
 ) -> None:
     """Validate a structure file against its stored parent; store it as a candidate."""
-    from infra.services import ready_engine
+    from infra.cli.common import open_resources
     from reflexmem.structures.operations import admit_file
     from reflexmem.structures.refusals import StructureRefused
 
     try:
-        s = admit_file(ready_engine(Settings()), path)
+        s = admit_file(open_resources().engine, path)
     except StructureRefused as exc:
         for r in exc.refusals:
             err.print(f"[red]refused[/red] {r.source}: {r.field}: {r.check}: {r.reason}")
@@ -50,13 +50,13 @@ def mutate_cmd(
     args: Annotated[str, typer.Option(help="The operator's arguments as a JSON object.")] = "{}",
 ) -> None:
     """Apply one operator to a stored version; a widening child is refused and recorded."""
-    from infra.services import ready_engine
+    from infra.cli.common import open_resources
     from reflexmem.structures.mutations import Step
     from reflexmem.structures.operations import mutate
     from reflexmem.structures.refusals import StructureRefused
 
     try:
-        m = mutate(ready_engine(Settings()), structure_id, Step(operator, json.loads(args)))
+        m = mutate(open_resources().engine, structure_id, Step(operator, json.loads(args)))
     except StructureRefused as exc:
         for r in exc.refusals:
             err.print(f"[red]refused[/red] {r.source}: {r.field}: {r.check}: {r.reason}")
@@ -74,9 +74,9 @@ def search_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Run the selection loop from the active structure; register and activate the winner."""
-    from infra.services import ready_engine
+    from infra.cli.common import open_resources
 
-    ready_engine(Settings()).dispose()
+    open_resources().engine.dispose()  # exit 2 on an unmigrated ledger
     if flow:
         from flows.structure_search import structure_search
 
@@ -96,8 +96,8 @@ def show_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """The current structure, its parent chain and the newest search's archive."""
-    from infra.services import ready_engine
+    from infra.cli.common import open_resources
     from infra.structures_service import show
 
-    ready_engine(Settings()).dispose()
+    open_resources().engine.dispose()  # exit 2 on an unmigrated ledger
     emit(show(_targets(scope)), as_json)

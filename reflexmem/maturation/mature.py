@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import numpy as np
 import polars as pl
 import sqlalchemy as sa
 
@@ -36,13 +37,14 @@ from reflexmem.registry import RoleRegistry
 
 CANDIDATES_SQL = """
 SELECT rc.case_id, rc.decision_id, rc.role_id, rc.symbol, rc.state, rc.pending_reason,
-       d.decided_at, pos.settled, pos.points, pos.opened_at
+       d.decided_at, pos.settled, pos.points, pos.opened_at, pos.settled_at
 FROM role_cases rc
 JOIN trading_decisions d ON d.decision_id = rc.decision_id
 LEFT JOIN (SELECT decision_id,
                   MAX(CASE WHEN status = 'settled' THEN 1 ELSE 0 END) AS settled,
                   MAX(CASE WHEN status = 'settled' THEN evaluation_points ELSE 0 END) AS points,
-                  MIN(opened_at) AS opened_at
+                  MIN(opened_at) AS opened_at,
+                  MAX(CASE WHEN status = 'settled' THEN settled_at END) AS settled_at
            FROM position_lifecycles GROUP BY decision_id) pos ON pos.decision_id = rc.decision_id
 WHERE (rc.state = 'pending' AND rc.pending_reason IN
        ('not_due', 'unsettled', 'insufficient_data', 'no_market_data'))
@@ -106,13 +108,17 @@ def decide_maturity(
 def name_missing_data(
     decided: pl.DataFrame, prices: PriceProvider, horizons: dict[str, int]
 ) -> pl.DataFrame:
-    """Turn `unsettled` into `no_market_data` where the prices can never settle the case.
+    """Keep `no_market_data` cases pending: prices can never settle or measure them.
 
-    One price read for the symbols of the unsettled cases; the horizon target is the
-    position's opening plus the role's outcome horizon, as settlement computes it.
+    Looked at: unsettled cases (the window ends at the position's opening plus the
+    role's outcome horizon, as settlement computes it) and cases about to mature (the
+    window ends at the ingested settlement): a case whose symbol has no bar in its
+    window would be evaluated on nothing, so it waits for prices instead. One price
+    read for the symbols of those cases.
     """
     waiting = decided.with_row_index("_i").filter(
-        pl.col("new_reason") == PendingReason.UNSETTLED.value
+        (pl.col("new_reason") == PendingReason.UNSETTLED.value)
+        | (pl.col("new_state") == CaseState.ELIGIBLE.value)
     )
     if waiting.height == 0:
         return decided
@@ -122,17 +128,25 @@ def name_missing_data(
     ).to_series()
     h = waiting["role_id"].replace_strict(horizons, default=0, return_dtype=pl.Int64)
     opened_np = opened.to_numpy().astype("datetime64[us]")
-    target = opened_np + h.to_numpy().astype("timedelta64[D]").astype("timedelta64[us]")
+    horizon_end = opened_np + h.to_numpy().astype("timedelta64[D]").astype("timedelta64[us]")
+    settled_np = (
+        waiting["settled_at"].dt.replace_time_zone(None).to_numpy().astype("datetime64[us]")
+    )
+    target = np.where(np.isnat(settled_np), horizon_end, settled_np)
     reasons = unsettled_reasons(source, waiting["symbol"].to_numpy().astype(str), opened_np, target)
     missing = pl.Series(reasons == Unsettled.NO_MARKET_DATA.value)
-    rows = waiting.filter(missing)["_i"]
+    hit = pl.col("_i").is_in(waiting.filter(missing)["_i"].implode())
     return (
         decided.with_row_index("_i")
         .with_columns(
-            pl.when(pl.col("_i").is_in(rows.implode()))
+            pl.when(hit)
             .then(pl.lit(PendingReason.NO_MARKET_DATA.value))
             .otherwise(pl.col("new_reason"))
-            .alias("new_reason")
+            .alias("new_reason"),
+            pl.when(hit)
+            .then(pl.lit(CaseState.PENDING.value))
+            .otherwise(pl.col("new_state"))
+            .alias("new_state"),
         )
         .drop("_i")
     )
@@ -146,6 +160,7 @@ def load_candidates(conn: sa.Connection, profile: str) -> pl.DataFrame:
     return raw.with_columns(
         parse_utc(pl.col("decided_at")).alias("decided_at"),
         parse_utc(pl.col("opened_at")).alias("opened_at"),
+        parse_utc(pl.col("settled_at")).alias("settled_at"),
         pl.col("settled").cast(pl.Int64),
         pl.col("points").cast(pl.Int64),
     )

@@ -14,7 +14,8 @@ from pathlib import Path
 from reflexmem.admission.admit import AdmissionResult
 from reflexmem.admission.admit import admit as admit_batch
 from reflexmem.ingest.load import IngestReport, ingest_files
-from reflexmem.ingest.read import SUFFIXES, IngestError
+from reflexmem.ingest.read import SUFFIXES, IngestError, detect_kind
+from reflexmem.ingest.schemas import INGEST_ORDER
 from reflexmem.ledger.enums import QuarantineReason
 from reflexmem.ledger.previews import (
     PreviewAlreadyConsumed,
@@ -84,14 +85,11 @@ def ingest_drop(res: Resources, folder: Path) -> DropReport:
 
 
 def _dependency_order(files: list[Path]) -> list[Path]:
-    from reflexmem.ingest.read import detect_kind
-    from reflexmem.ingest.schemas import LOAD_ORDER
-
     def rank(path: Path) -> tuple[int, str]:
         try:
-            return LOAD_ORDER.index(detect_kind(path)), path.name
+            return INGEST_ORDER.index(detect_kind(path)), path.name
         except (IngestError, ValueError):
-            return len(LOAD_ORDER), path.name
+            return len(INGEST_ORDER), path.name
 
     return sorted(files, key=rank)
 

@@ -1,0 +1,108 @@
+"""Recall in active mode over the trading stream: every tier, distinct texts, as-of, bandit."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from reflexmem.memory.entries import Tier
+from reflexmem.memory.ledger_agents import MemoryLedger
+from reflexmem.operations import memory, reflection
+from reflexmem.operations.recall import recall
+from reflexmem.recall import RecallConstraints
+from tests.support import make_resources, mature_and_evaluate, registry, scalar, seed_ledger
+
+ROLE = "momentum"
+NS = f"role:{ROLE}"
+LESSON = "Role momentum (late_entry): chased a breakout after the move and gave it back."
+
+
+def _lesson_episodes(n: int, start: int) -> list[dict[str, object]]:
+    return [
+        {
+            "text": LESSON,
+            "outcome": -0.6,
+            "quality": 0.8,
+            "tags": ["pattern:late-entry", "class:logic_error"],
+            "source_ids": [f"synthetic-{start + i}"],
+        }
+        for i in range(n)
+    ]
+
+
+def test_recall_shows_every_tier_once_and_sees_the_past_as_it_was(
+    engine: sa.Engine, tmp_path: Path
+) -> None:
+    res = make_resources(engine)
+    seed_ledger(res, tmp_path, n=600)
+    mature_and_evaluate(res)
+    reflection.reflect(res, ROLE)
+    first = memory.record_episodes(res, ROLE)
+    assert first.recorded > 15
+    # The role keeps learning the same lesson: one lineage, versions, a confirmed rule.
+    memory.record_agent_episodes(res, NS, NS, _lesson_episodes(30, 0))
+    before_update = datetime.now(UTC)
+    time.sleep(0.01)
+    memory.record_agent_episodes(res, NS, NS, _lesson_episodes(20, 30))
+    constraints = RecallConstraints(role=ROLE)
+    now = recall(res, constraints, "chased a breakout lost", policy="full_detailed").result
+    tiers = {h.tier for h in now.hits}
+    assert tiers == {Tier.EPISODIC, Tier.SEMANTIC, Tier.PROCEDURAL}
+    texts = [" ".join(h.text.casefold().split()) for h in now.hits]
+    assert len(texts) == len(set(texts))  # no two results carry the same text
+    current = next(h for h in now.hits if h.tier is Tier.SEMANTIC and "chased" in h.text)
+    # As of a moment before the second batch, the older version of the same pattern is
+    # what was live; the newer one did not exist yet.
+    then = recall(
+        res,
+        RecallConstraints(role=ROLE, as_of=before_update),
+        "chased a breakout lost",
+        policy="full_detailed",
+    ).result
+    past = next(h for h in then.hits if h.tier is Tier.SEMANTIC and "chased" in h.text)
+    assert past.id != current.id
+    assert current.id not in {h.id for h in then.hits}
+    seen = {h.id: int(h.text.split("(seen ")[1].split("x")[0]) for h in (past, current)}
+    assert 0 < seen[past.id] < seen[current.id] <= 50
+
+
+def test_the_bandit_picks_the_policy_and_the_outcome_credits_it(
+    engine: sa.Engine, tmp_path: Path
+) -> None:
+    res = make_resources(engine)
+    seed_ledger(res, tmp_path, n=900)
+    mature_and_evaluate(res)
+    reflection.reflect(res, ROLE)
+    with engine.connect() as conn:
+        decisions = [
+            r[0]
+            for r in conn.execute(
+                sa.text(
+                    "SELECT rc.decision_id FROM role_cases rc "
+                    "JOIN trading_decisions d ON d.decision_id = rc.decision_id "
+                    "WHERE rc.role_id = :r AND rc.state = 'reflected' "
+                    "ORDER BY d.decided_at DESC, rc.case_id DESC LIMIT 10"
+                ),
+                {"r": ROLE},
+            )
+        ]
+    assert len(decisions) == 10
+    chosen = [
+        recall(res, RecallConstraints(role=ROLE), "signal", decision_id=d).policy.name
+        for d in decisions
+    ]
+    known = {p.name for p in MemoryLedger(engine).policies(NS)}
+    assert set(chosen) <= known
+    assert scalar(engine, "SELECT COUNT(*) FROM recall_log WHERE namespace = 'role:momentum'") == 10
+    report = memory.record_episodes(res, ROLE)
+    assert report.recorded >= 25  # the ten recalled decisions are past the warm-up
+    expected: dict[str, int] = {}
+    for name in chosen:
+        expected[name] = expected.get(name, 0) + 1
+    assert report.credited == expected
+    pulls = MemoryLedger(engine).pulls(NS)
+    assert sum(pulls.values()) == 10
+    assert registry().get(ROLE)

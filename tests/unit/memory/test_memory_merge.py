@@ -1,0 +1,105 @@
+"""Merged distillation: one pattern lineage per tag, versions, promotion, confirmation."""
+
+from __future__ import annotations
+
+import pytest
+
+from reflexmem.memory.entries import EntryState, MemoryEntry, Tier
+from reflexmem.memory.merge import MergeConfig, distill_merged
+from reflexmem.memory.store import InMemoryStore
+
+NS = "role:momentum"
+
+
+def _episodes(store: InMemoryStore, start: int, outcomes: list[float], tag: str) -> None:
+    for i, s in enumerate(outcomes):
+        idx = start + i
+        store.put(
+            MemoryEntry(
+                id=f"epi:{NS}:{idx}",
+                namespace=NS,
+                tier=Tier.EPISODIC,
+                text=f"went short against its own signal and lost {abs(s):.2%}.",
+                tags=(tag, "symbol:AAPL", f"scenario:s{idx % 2}"),
+                quality=0.75,
+                created_episode=idx,
+                source_ids=(f"case-{idx}",),
+                outcome=s,
+            )
+        )
+
+
+CFG = MergeConfig(gist=lambda text: text.split(" lost")[0] + " lost.")
+
+
+def test_windows_extend_one_lineage_and_supersede_the_version_they_extend() -> None:
+    store = InMemoryStore()
+    _episodes(store, 0, [-0.5, -0.4, 0.1, -0.3], "pattern:k1")
+    first = distill_merged(store, NS, 0, 10, CFG)
+    _episodes(store, 10, [-0.2, -0.6], "pattern:k1")
+    second = distill_merged(store, NS, 10, 20, CFG)
+    (v1,) = first.written
+    (v2,) = second.written
+    old, new = store.get(v1), store.get(v2)
+    assert old is not None
+    assert new is not None
+    assert old.state is EntryState.SUPERSEDED
+    assert new.state is EntryState.ACTIVE
+    assert (new.support, new.wins, new.losses) == (6, 1, 5)
+    assert new.first_episode == 0
+    assert new.created_episode == 19
+    assert new.confidence == pytest.approx(5 / 6)
+    # Sources: this window's cases and the version it extends (the chain to every case).
+    assert new.source_ids == ("case-10", "case-11", v1)
+    # Scope: every case was on AAPL, but the scenarios differ, so only the symbol stays.
+    assert "symbol:AAPL" in new.tags
+    assert not any(t.startswith("scenario:") for t in new.tags)
+    assert new.text.startswith("went short against its own signal and lost.")
+    # Idempotent per window.
+    assert distill_merged(store, NS, 10, 20, CFG).already_done
+
+
+def test_an_anecdote_is_a_candidate_until_a_second_episode_supports_it() -> None:
+    store = InMemoryStore()
+    _episodes(store, 0, [-0.5], "pattern:k2")
+    (v1,) = distill_merged(store, NS, 0, 10, CFG).written
+    assert store.get(v1).state is EntryState.CANDIDATE  # type: ignore[union-attr]
+    _episodes(store, 10, [-0.4], "pattern:k2")
+    (v2,) = distill_merged(store, NS, 10, 20, CFG).written
+    assert store.get(v1).state is EntryState.RETIRED  # type: ignore[union-attr]
+    assert store.get(v2).state is EntryState.ACTIVE  # type: ignore[union-attr]
+
+
+def test_a_rule_is_confirmed_only_by_episodes_after_its_promotion() -> None:
+    store = InMemoryStore()
+    _episodes(store, 0, [-0.5] * 5, "pattern:k3")
+    report = distill_merged(store, NS, 0, 10, CFG)
+    (rule_id,) = report.promoted
+    assert store.get(rule_id).state is EntryState.CANDIDATE  # type: ignore[union-attr]
+    # Four more agreeing episodes are not enough: confirmation needs as many as promotion.
+    _episodes(store, 10, [-0.5] * 4, "pattern:k3")
+    assert distill_merged(store, NS, 10, 20, CFG).confirmed == ()
+    _episodes(store, 20, [-0.5], "pattern:k3")
+    (active,) = distill_merged(store, NS, 20, 30, CFG).confirmed
+    assert store.get(active).state is EntryState.ACTIVE  # type: ignore[union-attr]
+    assert store.get(rule_id).state is EntryState.RETIRED  # type: ignore[union-attr]
+    assert store.get(active).text.startswith("Rule [AAPL]:")  # type: ignore[union-attr]
+
+
+def test_a_rule_whose_later_episodes_disagree_is_rejected() -> None:
+    store = InMemoryStore()
+    _episodes(store, 0, [-0.5] * 5, "pattern:k4")
+    (rule_id,) = distill_merged(store, NS, 0, 10, CFG).promoted
+    _episodes(store, 10, [0.4, 0.3, 0.5, -0.2, 0.6], "pattern:k4")
+    report = distill_merged(store, NS, 10, 20, CFG)
+    assert report.rejected == (rule_id,)
+    assert store.get(rule_id).state is EntryState.RETIRED  # type: ignore[union-attr]
+    # A rejected rule is not promoted again from the same pattern.
+    _episodes(store, 20, [-0.5] * 9, "pattern:k4")
+    assert distill_merged(store, NS, 20, 30, CFG).promoted == ()
+
+
+def test_only_tags_with_the_prefix_form_patterns() -> None:
+    store = InMemoryStore()
+    _episodes(store, 0, [-0.5, -0.5], "other:k5")
+    assert distill_merged(store, NS, 0, 10, CFG).written == ()
