@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 import sqlalchemy as sa
 
+from infra.lineage import Links, trace
 from infra.tracking_eval import EvaluationTracker
 from infra.tracking_sets import digest
 from reflexmem.operations import evaluation, reflection
@@ -115,6 +116,19 @@ def test_a_reflection_batch_is_one_run_with_its_lessons_and_decision_set(
     assert joined.height == linked.height
     assert (joined["lesson"].fill_null("") == joined["lesson_ledger"].fill_null("")).all()
     assert (joined["outcome_class"] == joined["outcome_class_ledger"]).all()
+    # The chain of one of its decisions, walked on this backend's ledger.
+    decision = linked.filter(pl.col("lesson").is_not_null())["decision_id"][0]
+    with engine.connect() as conn:
+        found = trace(conn, decision, Links(tracker.client, "http://ui"))
+    assert found is not None
+    kinds = [s.kind for s in found.steps]
+    assert kinds[:5] == ["decision", "preview", "execution", "position", "case"]
+    assert {"evaluation", "promotion", "reflection", "lesson"} <= set(kinds)
+    (step,) = found.of("reflection")
+    assert (step.id, step.mlflow_run_id) == (report.batch_id, report.mlflow_run_id)
+    assert step.url == f"http://ui/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
+    with engine.connect() as conn:
+        assert trace(conn, "no-such-decision", Links(None, "http://ui")) is None
 
 
 class _Failing(DirectRunner):
