@@ -15,5 +15,6 @@ demo, the benchmarks and the tests call operations directly. See `docs/architect
 | `reflection` | reflect (one role) |
 | `memory` | record episodes (one role), namespaces due, distil (one namespace) |
 | `recall` | recall with the bandit's retrieval policy (active mode) |
+| `cycle_runs` | the parent tracking run of one cycle: begin, end |
 | `cycle` | the sequences: intake, maturation, reflection, memory, the whole cycle |
 """
