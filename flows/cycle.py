@@ -8,7 +8,7 @@ no flow holds a copy of the sequence. Each flow publishes a table artifact of co
 
 | flow | sequence | schedule |
 |---|---|---|
-| `daily_cycle` | intake -> maturation -> reflection -> memory | `15 0 * * *` |
+| `daily_cycle` | intake -> maturation -> reflection -> memory -> skills | `15 0 * * *` |
 | `admission` | ingest the drop folder -> admit | `*/10 * * * *` |
 | `maturation_check` | plan -> settle -> mature -> evaluate -> promote | `0 * * * *` |
 | `reflection_batch` | reflect per role (side by side) | `30 * * * *` |
@@ -82,7 +82,7 @@ def daily_cycle(
     roles: list[str] | None = None,
     drop_dir: str | None = None,
 ) -> dict[str, Any]:
-    """The whole learning cycle, once: intake, maturation, reflection, memory."""
+    """The whole learning cycle, once: intake, maturation, reflection, memory, skills."""
     settings = flow_settings(database_url, tracking_uri)
     params = CycleParams(
         as_of=as_of,
@@ -101,6 +101,10 @@ def daily_cycle(
         "reflected": sum(r["reflected"] for r in report["reflection"]),
         "episodes": sum(e["recorded"] for e in report["memory"]["episodes"]),
         "patterns": sum(d["patterns"] for d in report["memory"]["distillation"]),
+        "skill_candidates": len(report["skills"]["generation"]["registered"]),
+        "decisions_checked": report["skills"]["shadow"]["checks"]["decisions"],
+        "skill_moves": len(report["skills"]["shadow"]["lifecycle"]["moves"])
+        + len(report["skills"]["audit"]["moves"]),
     }
     _publish("daily-cycle", f"cycle as of {report['maturation']['plan']['as_of']}", summary)
     return report

@@ -136,10 +136,9 @@ def run_bench(cases: int) -> dict[str, Any]:
         direct_s = time.perf_counter() - t
 
         with _prefect():
-            from prefect import flow
-
             from flows.maturation import maturation_check
             from flows.reflection import reflection_batch
+            from prefect import flow
 
             @flow(name="bench-warmup")
             def warmup() -> int:

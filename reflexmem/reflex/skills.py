@@ -222,6 +222,16 @@ class SkillSpec:
         value = self.raw.get("derived_from")
         return str(value) if value is not None else None
 
+    @property
+    def verdicts(self) -> dict[str, dict[str, Any]]:
+        """Options that stop the task as a `hold` or a `request` instead of acting."""
+        return {str(k): dict(v) for k, v in self._get("decision", "verdicts", default={}).items()}
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        """Where a generated version came from (lesson pattern, memory rule), if recorded."""
+        return dict(self.raw.get("provenance") or {})
+
     def valid_period(self) -> tuple[datetime | None, datetime | None]:
         """The validity period (`valid_from`, `valid_until`), either end open."""
         ends = [self._get("applicability", k) for k in ("valid_from", "valid_until")]
@@ -305,6 +315,12 @@ def _check_meaning(spec: SkillSpec, registry: RoleRegistry) -> None:
                 )
     if spec.escalation_target.rank <= spec.layer.rank:
         raise refuse("fallback.escalation_target", f"must be above the skill's layer {spec.layer}")
+    for option, verdict in spec.verdicts.items():
+        where = f"decision.verdicts.{option}"
+        if option not in options:
+            raise refuse(where, f"{option!r} is not an option")
+        if verdict["status"] == "request" and not verdict.get("missing"):
+            raise refuse(f"{where}.missing", "a request names what is missing")
     previous = spec.previous_version
     if previous is not None and previous >= spec.version:
         raise refuse("fallback.previous_version", "must be older than version")
@@ -323,9 +339,11 @@ def _check_meaning(spec: SkillSpec, registry: RoleRegistry) -> None:
         raise refuse("applicability.valid_until", "must be after valid_from")
     declared = set(spec.input_contract.get("properties", {}))
     names = declared | TEMPLATE_NAMES
+    notes = [(f"decision.verdicts.{o}.note", v.get("note")) for o, v in spec.verdicts.items()]
     for field, template in (
         ("decision.action.arguments", action["arguments"] if action else None),
         ("bounds.idempotency.key", spec.idempotency_template),
+        *notes,
     ):
         unknown = sorted(_placeholders(template) - names)
         if unknown:
