@@ -8,7 +8,7 @@ one operation. Each publishes a table artifact of what it did.
 
 | flow | stages | schedule |
 |---|---|---|
-| `candidate_generation` | generate candidates (lessons and memory rules -> L0/L1/L2) | `5 1 * * *` |
+| `candidate_generation` | lessons and memory rules -> L0/L1/L2 candidates | `5 1 * * *` |
 | `shadow_evaluation` | check new decisions -> advance versions on their evidence | `20 * * * *` |
 | `audit` | sample audits and drift of active skills, quarantine, revalidation | `50 1 * * *` |
 

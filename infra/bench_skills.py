@@ -100,12 +100,20 @@ def run_bench(settings: Settings, *, episodes: int, backend: str = "sqlite") -> 
             first, last = (to_utc(_ts(t)) for t in times)
             middle = first + (last - first) * 0.6
             end = plan.as_of or last
+            stages: dict[str, float] = {}
+
+            def timed(name: str, op: Any, when: datetime) -> Any:
+                start = time.perf_counter()
+                out = op(res, as_of=when)
+                stages[name] = round(time.perf_counter() - start, 3)
+                return out
+
             t0 = time.perf_counter()
-            generated = skills.generate_candidates(res, as_of=middle)
-            skills.check_decisions(res, as_of=middle)
-            early = skill_lifecycle.advance_skills(res, as_of=middle)
-            checked = skills.check_decisions(res, as_of=end)
-            late = skill_lifecycle.advance_skills(res, as_of=end)
+            generated = timed("generate_candidates", skills.generate_candidates, middle)
+            timed("check_decisions_early", skills.check_decisions, middle)
+            early = timed("advance_skills_early", skill_lifecycle.advance_skills, middle)
+            checked = timed("check_decisions_late", skills.check_decisions, end)
+            late = timed("advance_skills_late", skill_lifecycle.advance_skills, end)
             wall = time.perf_counter() - t0
             t0 = time.perf_counter()
             with engine.connect() as conn:
@@ -122,6 +130,7 @@ def run_bench(settings: Settings, *, episodes: int, backend: str = "sqlite") -> 
         "backend": backend,
         "setup_seconds": round(setup_s, 2),
         "wall_seconds": round(wall, 3),
+        "stage_seconds": stages,
         "candidates": candidates,
         "evaluations": evaluations,
         "evaluations_per_candidate": round(evaluations / candidates, 2) if candidates else 0.0,

@@ -118,8 +118,10 @@ def generate_candidates(
     judged = judged_frame(episodes, registry).with_columns(episodes["episode_index"])
     fit = judged.filter(pl.col("split") == "fit")
     frequent = find_patterns(fit, min_members=min_members).select("role_id", "pattern")
-    wanted = pl.concat([frequent, rules.select("role_id", "pattern")]).unique().sort(
-        "role_id", "pattern"
+    wanted = (
+        pl.concat([frequent, rules.select("role_id", "pattern")])
+        .unique()
+        .sort("role_id", "pattern")
     )
     done = generated_clusters(views)
     taken = {v.spec.skill_id.rsplit("_", 1)[0] for v in views}
