@@ -8,7 +8,9 @@ symbol pairs inside its sticky rollout, the active version the rest; the input c
 the trigger (the skill's role), the validity period, the rejection conditions and the
 confidence floor apply; a verdict option becomes a `hold` or a `request` episode; an
 answer the skill cannot give escalates and, with no model configured, ends as an L3
-`hold` (`no_model`). A test checks this against `route` decision by decision.
+`hold` (`no_model`); a decision lacking a field the contract requires is a `request`
+naming it (the observation builder types every field, so only presence can fail). A
+test checks this against `route` decision by decision.
 
 Done for a whole window of decisions at once, in polars: one `decide_frame` per skill
 version over its rows, and the episode rows built as columns, so the cost is a few
@@ -141,28 +143,62 @@ def _rows(skill: PinnedSkill, decided: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.concat_str([pl.lit('{"choice":"'), choice, pl.lit('"}')]))
     )
     rationale = pl.format("{} chose {} with confidence {}", key, choice, conf.round(2))
+    lacking = pl.col("absent").is_not_null()
+    asked = pl.concat_str(
+        [pl.lit('[{"layer":"L0","skill":null,"outcome":"request","reason":"missing fields '),
+         pl.col("absent").str.replace_all('"', "'"), pl.lit('","choice":null,"confidence":null}]')]
+    )  # fmt: skip
+
+    def pick(request: pl.Expr, yes: pl.Expr, no: pl.Expr) -> pl.Expr:
+        return pl.when(lacking).then(request).when(confident).then(yes).otherwise(no)
+
+    none = pl.lit(None, dtype=pl.String)
     return decided.select(
         pl.col("episode_id"),
         pl.col("decision_id"),
         pl.col("observation"),
         pl.col("decided_at_ts"),
-        pl.when(confident).then(layer).otherwise(pl.lit(str(Layer.L3))).alias("layer"),
-        pl.when(confident).then(pl.lit(spec.skill_id)).alias("skill_id"),
-        pl.when(confident).then(pl.lit(spec.version)).alias("skill_version"),
-        pl.when(confident).then(conf).alias("confidence"),
-        pl.when(confident)
-        .then(pl.concat_str([rationale, note]))
-        .otherwise(pl.lit("no skill decided; no model is configured, so nothing is decided"))
-        .alias("rationale"),
-        pl.when(confident)
-        .then(pl.concat_str([pl.lit("["), decided_step, pl.lit("]")]))
-        .otherwise(pl.concat_str([pl.lit("["), up_step, pl.lit(","), hold_step, pl.lit("]")]))
-        .alias("escalations"),
-        pl.when(confident).then(result).otherwise(pl.lit('{"choice":null}')).alias("result"),
-        pl.when(confident).then(status).otherwise(pl.lit("hold")).alias("status"),
-        pl.when(confident).then(reason).otherwise(pl.lit("no_model")).alias("status_reason"),
+        pick(none, layer, pl.lit(str(Layer.L3))).alias("layer"),
+        pick(none, pl.lit(spec.skill_id), none).alias("skill_id"),
+        pick(
+            pl.lit(None, dtype=pl.Int64), pl.lit(spec.version), pl.lit(None, dtype=pl.Int64)
+        ).alias("skill_version"),
+        pick(pl.lit(None, dtype=pl.Float64), conf, pl.lit(None, dtype=pl.Float64)).alias(
+            "confidence"
+        ),
+        pick(
+            pl.concat_str([pl.lit("the input lacks required fields "), pl.col("absent")]),
+            pl.concat_str([rationale, note]),
+            pl.lit("no skill decided; no model is configured, so nothing is decided"),
+        ).alias("rationale"),
+        pick(
+            asked,
+            pl.concat_str([pl.lit("["), decided_step, pl.lit("]")]),
+            pl.concat_str([pl.lit("["), up_step, pl.lit(","), hold_step, pl.lit("]")]),
+        ).alias("escalations"),
+        pick(
+            pl.concat_str([pl.lit('{"choice":null,"missing":'), pl.col("absent"), pl.lit("}")]),
+            result,
+            pl.lit('{"choice":null}'),
+        ).alias("result"),
+        pick(pl.lit("request"), status, pl.lit("hold")).alias("status"),
+        pick(pl.lit("missing_information"), reason, pl.lit("no_model")).alias("status_reason"),
         pl.lit(skill.key).alias("checked"),
     )
+
+
+def _absent(spec_required: list[str], frame: pl.DataFrame) -> pl.Expr:
+    """JSON list of the input contract's required fields a row lacks (null: none)."""
+    flags = [
+        pl.when(pl.col(f).is_null()).then(pl.lit(f'"{f}"'))
+        if f in frame.columns
+        else pl.lit(f'"{f}"')
+        for f in spec_required
+    ]
+    if not flags:
+        return pl.lit(None, dtype=pl.String)
+    joined = pl.concat_str(flags, separator=",", ignore_nulls=True)
+    return pl.when(joined != "").then(pl.concat_str([pl.lit("["), joined, pl.lit("]")]))
 
 
 def check_frame(
@@ -188,7 +224,10 @@ def check_frame(
             if mine.height == 0:
                 continue
             decided = decide_frame(skill.spec, mine.drop("decision_id", "observation"))
-            joined = mine.join(decided, on=ROW, how="left", maintain_order="left")
+            required = [str(f) for f in skill.spec.input_contract.get("required", [])]
+            joined = mine.join(decided, on=ROW, how="left", maintain_order="left").with_columns(
+                _absent(required, mine).alias("absent")
+            )
             parts.append(_rows(skill, joined.with_columns(check_ids(joined, skill.spec.skill_id))))
     rows = pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(schema=_EMPTY)
     return episode_columns(rows).with_columns(rows["checked"])

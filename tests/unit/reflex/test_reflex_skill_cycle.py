@@ -193,6 +193,10 @@ def test_checks_agree_with_the_router_decision_by_decision(registry: RoleRegistr
         PinnedSkill(specs["L2"], SkillState.ACTIVE, None),
     )
     obs = observations(raw_decisions(120, start=START + timedelta(days=40)), registry)
+    gap = pl.int_range(pl.len()) == 5  # a record without its direction: a request, not a guess
+    obs = obs.with_columns(
+        pl.when(gap).then(None).otherwise(pl.col("direction")).alias("direction")
+    )
     rows = check_frame(SkillSnapshot(pinned, NOW), obs, registry)
     assert 120 * 2 < rows.height < 120 * 3  # L1 has no active version: only its rollout
     by_key = {(r["decision_id"], r["checked"].split("@")[0]): r for r in rows.iter_rows(named=True)}
@@ -207,12 +211,16 @@ def test_checks_agree_with_the_router_decision_by_decision(registry: RoleRegistr
                 continue
             assert row is not None
             status = "success" if routed.status is None else str(routed.status)
-            assert (row["layer"], row["status"]) == (str(routed.layer), status)
+            layer = None if routed.layer is None else str(routed.layer)
+            assert (row["layer"], row["status"]) == (layer, status)
+            if routed.missing:
+                assert json.loads(row["result"])["missing"] == list(routed.missing)
             assert row["status_reason"] == (routed.status_reason if routed.status else None)
             assert row["skill_id"] == (routed.skill.spec.skill_id if routed.skill else None)
             assert json.loads(row["result"])["choice"] == routed.choice
             compared += 1
     assert compared == rows.height
+    assert rows.filter(pl.col("status_reason") == "missing_information").height >= 2
 
 
 def test_skill_files_refuse_a_verdict_that_is_no_option_or_a_request_naming_nothing(
