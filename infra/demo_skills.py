@@ -160,9 +160,10 @@ def show(res: Resources, console: Console) -> None:
             continue
         console.print(
             table(
-                f"effect of {key} on decisions it was not generated from",
-                ("window", "decisions", "with the failure", "stopped", "caught", "false stops",
-                 "went ahead", "failure rate of those that went ahead"),
+                f"effect of {key} on decisions it was not generated from ('lesson': decisions "
+                "in which reflection found its failure mode)",
+                ("window", "decisions", "lesson", "stopped", "caught", "false stops",
+                 "went ahead", "lesson rate ahead"),
                 [(w.window, w.decisions, w.failure_cases, w.stopped, w.caught, w.false_stops,
                   w.proceeded, f"{w.rate_proceeded:.1%}") for w in windows],
             )
