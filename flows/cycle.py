@@ -9,7 +9,7 @@ and a link to the MLflow page of every run its stages opened (`infra/prefect_mar
 
 | flow | sequence | schedule |
 |---|---|---|
-| `daily_cycle` | intake -> maturation -> reflection -> memory | `15 0 * * *` |
+| `daily_cycle` | intake -> maturation -> reflection -> memory -> skills | `15 0 * * *` |
 | `admission` | ingest the drop folder -> admit | `*/10 * * * *` |
 | `maturation_check` | plan -> settle -> mature -> evaluate -> promote | `0 * * * *` |
 | `reflection_batch` | reflect per role (side by side) | `30 * * * *` |
@@ -93,7 +93,7 @@ def daily_cycle(
     roles: list[str] | None = None,
     drop_dir: str | None = None,
 ) -> dict[str, Any]:
-    """The whole learning cycle, once: intake, maturation, reflection, memory."""
+    """The whole learning cycle, once: intake, maturation, reflection, memory, skills."""
     settings = flow_settings(database_url, tracking_uri, home)
     params = CycleParams(
         as_of=as_of,
@@ -112,6 +112,10 @@ def daily_cycle(
         "reflected": sum(r["reflected"] for r in report["reflection"]),
         "episodes": sum(e["recorded"] for e in report["memory"]["episodes"]),
         "patterns": sum(d["patterns"] for d in report["memory"]["distillation"]),
+        "skill_candidates": len(report["skills"]["generation"]["registered"]),
+        "decisions_checked": report["skills"]["shadow"]["checks"]["decisions"],
+        "skill_moves": len(report["skills"]["shadow"]["lifecycle"]["moves"])
+        + len(report["skills"]["audit"]["moves"]),
     }
     title = f"cycle as of {report['maturation']['plan']['as_of']}"
     _publish(settings, "daily-cycle", title, summary, report)

@@ -3,10 +3,12 @@
 Loads the D-full market data through the `bars` ingest, generates a decision stream on
 those prices, ingests it, attempts double consumptions of previews, then runs the
 learning cycle itself (`run_cycle`, the same sequence the `daily_cycle` flow runs) with
-a runner that shows every stage. It ends with the line from lessons to semantic
-patterns to procedural rules, a recall that shows all three tiers, and one seed of the
-AEL benchmark, the versioned definitions in the MLflow registry, and one trade's whole
-lineage with the HTML report. The clock is the newest bar, so late decisions are
+a runner that shows every stage, first at a clock ten days into the stream, then once a
+week to the newest bar (`infra/demo_skills.py`: skills need time to be judged). It ends
+with the line from lessons to semantic patterns to procedural rules, a recall that shows
+all three tiers, the REFLEX checks learned from the lessons, one seed of the AEL
+benchmark, the versioned definitions in the MLflow registry, and one trade's whole
+lineage with the HTML report. Each clock is a bar time, so decisions not due yet are
 honestly pending.
 """
 
@@ -14,10 +16,12 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from rich.console import Console
 
+from infra import demo_skills
 from infra.demo_lineage import show_lineage, show_registry
 from infra.demo_memory import show_memory_line, show_recall
 from infra.demo_runner import DemoRunner
@@ -25,13 +29,13 @@ from infra.demo_structures import demo_structures
 from reflexmem.ael.panel import load_dfull
 from reflexmem.maturation.dfull_bars import write_dfull_bars
 from reflexmem.operations import intake
-from reflexmem.operations.cycle import run_cycle
+from reflexmem.operations.cycle import CycleParams, run_cycle
 from reflexmem.operations.resources import Resources
 from reflexmem.settings import Settings
 from reflexmem.synth import generate, write_stream
 
 
-def _inputs(runner: DemoRunner, res: Resources, rows: int, workdir: Path) -> None:
+def _inputs(runner: DemoRunner, res: Resources, rows: int, workdir: Path) -> datetime:
     console = runner.console
     runner.heading("market data: the D-full hourly and daily bars, through the `bars` ingest")
     bars = intake.ingest(res, [write_dfull_bars(workdir)], "bars")
@@ -42,6 +46,10 @@ def _inputs(runner: DemoRunner, res: Resources, rows: int, workdir: Path) -> Non
     runner.heading("a decision stream on those prices, ingested in one transaction")
     panel = load_dfull()
     stream = generate(panel, rows, seed=7)
+    first = stream["decisions"]["decided_at"].min()
+    assert isinstance(first, datetime)
+    lag = first + timedelta(days=demo_skills.LAG_DAYS)
+    stream["decisions"] = demo_skills.lag_technicals(stream["decisions"], lag)
     paths = write_stream(stream, workdir / "stream", fmt="parquet")
     paths[-1] = write_stream({"outcomes": stream["outcomes"]}, workdir / "stream", fmt="csv")[0]
     report = intake.ingest(res, paths)
@@ -55,6 +63,7 @@ def _inputs(runner: DemoRunner, res: Resources, rows: int, workdir: Path) -> Non
     for preview_id, decision_id in consumed.select("preview_id", "decision_id").iter_rows():
         done = intake.consume(res, preview_id, decision_id)
         console.print(f"[yellow]refused[/yellow]: {done.reason}")
+    return first
 
 
 def run_demo(settings: Settings, res: Resources, *, rows: int, console: Console) -> None:
@@ -62,17 +71,23 @@ def run_demo(settings: Settings, res: Resources, *, rows: int, console: Console)
     runner = DemoRunner(res, console)
     workdir = Path(tempfile.mkdtemp(prefix="reflex-demo-"))
     try:
-        _inputs(runner, res, rows, workdir)
+        first = _inputs(runner, res, rows, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    report = run_cycle(runner)
+    newest = res.prices.newest()
+    weeks = demo_skills.clocks(first, newest if newest is not None else first)
+    report = run_cycle(runner, CycleParams(as_of=weeks[0]))
     assert report.admission.rows_in == (
         report.admission.admitted + report.admission.pending + report.admission.quarantined
     )
+    runner.heading("the cycle every week after, each at its own clock (skills need time)")
+    demo_skills.walk(res, runner.console, weeks[1:], first)
     runner.heading("from lessons to patterns to rules")
     show_memory_line(res, console)
     runner.heading("recall in active mode shows every tier; shadow mode has no recall")
     show_recall(res, console)
+    runner.heading("REFLEX skills: checks learned from lessons, their effect, the registry")
+    demo_skills.show(res, runner.console)
     runner.heading("REFLEX structures: experiment B, selection loop, current structure")
     demo_structures(settings, res.engine, console)
     runner.heading("AEL benchmark on D-full, one seed (the full table: reflexmem bench ael)")

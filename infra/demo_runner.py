@@ -14,7 +14,16 @@ from rich.console import Console
 from rich.table import Table
 
 from infra.render import admission_table
-from reflexmem.operations import cycle_runs, evaluation, intake, maturation, memory, reflection
+from reflexmem.operations import (
+    cycle_runs,
+    evaluation,
+    intake,
+    maturation,
+    memory,
+    reflection,
+    skill_lifecycle,
+    skills,
+)
 from reflexmem.operations.cycle import DirectRunner
 from reflexmem.operations.resources import Resources
 
@@ -23,7 +32,7 @@ R = TypeVar("R")
 TITLES: dict[Callable[..., Any], str] = {
     intake.ingest_drop: "ingest the drop folder",
     intake.admit: "admission (Great Expectations suite `admission`, fail-closed)",
-    maturation.plan: "plan: the cycle's clock is the newest bar, not the wall clock",
+    maturation.plan: "plan: the cycle's clock is a bar time, never the wall clock",
     maturation.settle: "settle open positions from fills and market bars",
     maturation.mature: "maturity: due, settled and well measured, or pending with a reason",
     evaluation.evaluate: "evaluation runs (one MLflow run per batch)",
@@ -32,6 +41,10 @@ TITLES: dict[Callable[..., Any], str] = {
     memory.record_episodes: "episodes: every reflected case enters its role's memory",
     memory.namespaces_due: "namespaces with a window of ten new episodes",
     memory.distil: "distillation: lessons merge into patterns; strong patterns become rules",
+    skills.generate_candidates: "skill candidates: lessons and memory rules -> L0/L1/L2 checks",
+    skills.check_decisions: "pre-decision checks: usable skills judge the new decisions",
+    skill_lifecycle.advance_skills: "shadow evaluation: evaluation, replay, shadow, rollout",
+    skill_lifecycle.audit_skills: "audit: sample audits and drift of active skills",
 }
 
 
@@ -159,5 +172,17 @@ class DemoRunner(DirectRunner):
                     ],
                 )
             )
+        elif op is skills.generate_candidates:
+            c.print(
+                f"{r.episodes} episodes, {r.clusters} lessons or rules, candidates: "
+                f"{', '.join(r.registered) or 'none yet'}"
+            )
+        elif op is skills.check_decisions:
+            c.print(f"{r.decisions} decisions checked: {r.by_status or 'no usable skill yet'}")
+        elif op in (skill_lifecycle.advance_skills, skill_lifecycle.audit_skills):
+            for m in r.moves:
+                c.print(f"{m.skill}: {m.frm} -> {m.to}")
+            if not r.moves:
+                c.print(f"no move; waiting: {len(r.waiting)} version(s)")
         elif op is intake.ingest_drop:
             c.print(f"loaded {r.loaded}, unchanged {list(r.unchanged)}, rejected {r.rejected}")

@@ -23,6 +23,9 @@ MATURATION = "maturation-check-hourly"
 REFLECTION = "reflection-batch-hourly"
 DISTILLATION = "distillation-hourly"
 STRUCTURE_SEARCH = "structure-search-daily"
+CANDIDATE_GENERATION = "candidate-generation-daily"
+SHADOW_EVALUATION = "shadow-evaluation-hourly"
+AUDIT = "skill-audit-daily"
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class DeploymentSpec:
 
 def specs() -> list[DeploymentSpec]:
     """The deployments (imported lazily: Prefect loads only when serving)."""
-    from flows import cycle
+    from flows import cycle, skills
     from flows.structure_search import STRUCTURE_SEARCH_CRON, structure_search
 
     return [
@@ -46,6 +49,9 @@ def specs() -> list[DeploymentSpec]:
         DeploymentSpec(REFLECTION, cycle.REFLECTION_CRON, cycle.reflection_batch),
         DeploymentSpec(DISTILLATION, cycle.DISTILLATION_CRON, cycle.distillation),
         DeploymentSpec(STRUCTURE_SEARCH, STRUCTURE_SEARCH_CRON, structure_search),
+        DeploymentSpec(CANDIDATE_GENERATION, skills.GENERATION_CRON, skills.candidate_generation),
+        DeploymentSpec(SHADOW_EVALUATION, skills.SHADOW_CRON, skills.shadow_evaluation),
+        DeploymentSpec(AUDIT, skills.AUDIT_CRON, skills.audit),
     ]
 
 

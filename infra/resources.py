@@ -82,6 +82,7 @@ def build_resources(settings: Settings) -> Resources:
     from expectations.bars import validate_bars
     from expectations.runner import validate_admission
     from infra.tracking_eval import EvaluationTracker
+    from infra.tracking_skills import SkillTracker
 
     engine = make_engine(settings.resolved_database_url)
     try:
@@ -101,6 +102,9 @@ def build_resources(settings: Settings) -> Resources:
             ledger_url=settings.resolved_database_url,
             artifact_root=settings.resolved_artifact_root,
             registry=registry,
+        ),
+        skill_tracker=SkillTracker(
+            settings.resolved_tracking_uri, artifact_root=settings.resolved_artifact_root
         ),
         reflection=reflection_setup(settings.llm),
         embedder=make_embedder(settings.embedder),

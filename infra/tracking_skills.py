@@ -23,23 +23,16 @@ import json
 import math
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-import sqlalchemy as sa
 
 from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.reflex.lifecycle import Evidence
 from reflexmem.reflex.skills import SkillSpec
-from reflexmem.reflex.versions import (
-    TransitionRecord,
-    VersionInfo,
-    register_skill,
-    set_mlflow_version,
-    transition,
-    version_info,
-)
+from reflexmem.reflex.tracking import register_tracked as _register_tracked
+from reflexmem.reflex.tracking import transition_tracked as _transition_tracked
+from reflexmem.reflex.versions import TransitionRecord, VersionInfo
 
 EXPERIMENT = "skill-versions"
 DESCRIPTION = (
@@ -48,6 +41,12 @@ DESCRIPTION = (
 )
 CHAMPION, CHALLENGER = "champion", "challenger"
 _TAG_LIMIT = 5000
+
+
+def _lineage(spec: SkillSpec) -> dict[str, Any]:
+    """Provenance fields worth a tag: the lesson pattern and memory rule a version came from."""
+    keep = ("kind", "namespace", "pattern", "rule", "outcome_class")
+    return {k: v for k, v in spec.provenance.items() if k in keep and v is not None}
 
 
 def model_name(skill_id: str) -> str:
@@ -59,14 +58,21 @@ class SkillTracker:
     """Registers skill versions and records lifecycle moves in an MLflow tracking store."""
 
     def __init__(self, tracking_uri: str, *, artifact_root: str | Path) -> None:
-        warnings.filterwarnings("ignore", category=DeprecationWarning)
-        import mlflow
-
         self.tracking_uri = tracking_uri
         root = str(artifact_root)
         self.artifact_root = root if "://" in root else Path(root).resolve().as_uri()
-        self.client: Any = mlflow.MlflowClient(tracking_uri=tracking_uri)
+        self._client: Any = None
         self._experiment_id: str | None = None
+
+    @property
+    def client(self) -> Any:
+        """The MLflow client, created on first use (MLflow takes seconds to import)."""
+        if self._client is None:
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            import mlflow
+
+            self._client = mlflow.MlflowClient(tracking_uri=self.tracking_uri)
+        return self._client
 
     def experiment_id(self) -> str:
         """The `skill-versions` experiment (created with the explicit artifact root)."""
@@ -123,6 +129,7 @@ class SkillTracker:
             "reflexmem.task_family": spec.task_family,
             "reflexmem.environment_version": spec.environment_version,
             "reflexmem.spec_sha256": spec.sha256,
+            **{f"reflexmem.provenance.{k}": str(v)[:_TAG_LIMIT] for k, v in _lineage(spec).items()},
         }
         run = self.client.create_run(
             self.experiment_id(),
@@ -182,6 +189,44 @@ class SkillTracker:
                 self._apply_state(record.skill_id, version, record.to_state)
         self.client.set_terminated(run_id, "FINISHED")
 
+    def log_check(
+        self,
+        info: VersionInfo,
+        kind: str,
+        evidence: Sequence[Evidence],
+        detail: Mapping[str, Any],
+    ) -> str:
+        """An evaluation that moved nothing (an audit, a failed revalidation): a finished run."""
+        from mlflow.entities import Metric
+
+        run = self.client.create_run(
+            self.experiment_id(),
+            tags={
+                "mlflow.runName": f"{info.key} {kind} ({info.state})",
+                "reflexmem.kind": "skill-check",
+                "reflexmem.check": kind,
+                "reflexmem.skill_id": info.skill_id,
+                "reflexmem.skill_version": str(info.version),
+                "reflexmem.state": str(info.state),
+                "reflexmem.passed": str(all(e.passed for e in evidence)).lower(),
+            },
+        )
+        now = int(time.time() * 1000)
+        metrics = [
+            Metric(f"{e.kind}.{k}", float(v), now, 0)
+            for e in evidence
+            for k, v in e.metrics.items()
+            if math.isfinite(float(v))
+        ]
+        metrics += [Metric(f"{e.kind}.passed", float(e.passed), now, 0) for e in evidence]
+        self.client.log_batch(run.info.run_id, metrics=metrics)
+        payload = {"evidence": [e.as_json() for e in evidence], "detail": dict(detail)}
+        self.client.log_text(
+            run.info.run_id, json.dumps(payload, default=str, indent=1), "check.json"
+        )
+        self.client.set_terminated(run.info.run_id, "FINISHED")
+        return str(run.info.run_id)
+
     def fail_move(self, run_id: str, reason: str) -> None:
         """Mark the run of a refused move."""
         self.client.set_tag(run_id, "reflexmem.refused", reason[:_TAG_LIMIT])
@@ -209,50 +254,7 @@ class SkillTracker:
         return {str(k): str(v) for k, v in (model.aliases or {}).items()}
 
 
-def register_tracked(
-    engine: sa.Engine, tracker: SkillTracker, spec: SkillSpec, *, actor: str = "loader"
-) -> VersionInfo:
-    """Register `spec` in the ledger, then as an MLflow model version, then link the two.
-
-    Each step commits before the next, and each is idempotent, so a crash in between is
-    repaired by calling this again.
-    """
-    with engine.begin() as conn:
-        info = register_skill(conn, spec, actor=actor)
-    version = tracker.register(spec, info.state)
-    with engine.begin() as conn:
-        set_mlflow_version(conn, spec.skill_id, spec.version, version)
-        return version_info(conn, spec.skill_id, spec.version)
-
-
-def transition_tracked(
-    engine: sa.Engine,
-    tracker: SkillTracker,
-    skill_id: str,
-    version: int,
-    to: SkillState,
-    evidence: Sequence[Evidence],
-    *,
-    actor: str,
-    rollout_fraction: float | None = None,
-) -> list[TransitionRecord]:
-    """One lifecycle move in the ledger, recorded as an MLflow run with its evidence.
-
-    The run opens first (its ID goes on the transition row), the move commits, then the
-    tags and aliases follow; a move the ledger refuses leaves the run FAILED.
-    """
-    with engine.connect() as conn:
-        info = version_info(conn, skill_id, version)
-    run_id = tracker.open_move(info, to, evidence)
-    try:
-        with engine.begin() as conn:
-            records = transition(
-                conn, skill_id, version, to, evidence, actor=actor,
-                rollout_fraction=rollout_fraction, mlflow_run_id=run_id,
-            )  # fmt: skip
-    except Exception as exc:
-        tracker.fail_move(run_id, str(exc))
-        raise
-    mlflow = info.mlflow_model_version or tracker.find_version(skill_id, version)
-    tracker.finish_move(run_id, records, mlflow or "")
-    return records
+register_tracked = _register_tracked
+"""Register in the ledger, then as an MLflow model version, then link (see the core)."""
+transition_tracked = _transition_tracked
+"""One lifecycle move in the ledger, recorded as an MLflow run (see the core)."""

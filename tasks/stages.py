@@ -21,7 +21,16 @@ from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 
 from infra.resources import resources_for
-from reflexmem.operations import cycle_runs, evaluation, intake, maturation, memory, reflection
+from reflexmem.operations import (
+    cycle_runs,
+    evaluation,
+    intake,
+    maturation,
+    memory,
+    reflection,
+    skill_lifecycle,
+    skills,
+)
 from reflexmem.settings import Settings
 
 RETRIES: dict[Callable[..., Any], int] = {
@@ -40,6 +49,10 @@ RETRIES: dict[Callable[..., Any], int] = {
     memory.namespaces_due: 2,
     memory.distil: 2,
     memory.record_agent_episodes: 0,
+    skills.generate_candidates: 2,
+    skills.check_decisions: 2,
+    skill_lifecycle.advance_skills: 1,
+    skill_lifecycle.audit_skills: 1,
 }
 """Every operation a flow may run, with its retry count."""
 

@@ -191,3 +191,21 @@ def bench_cycle_cmd(
     with status:
         result = run_bench(Settings(), decisions=decisions, backend=backend, repeats=repeats)
     emit(result, as_json)
+
+
+@bench_app.command("skills")
+def bench_skills_cmd(
+    episodes: Annotated[int, typer.Option(help="Reflected episodes to build.")] = 10_000,
+    backend: Annotated[str, typer.Option(help="sqlite or postgres.")] = "sqlite",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Skill candidate generation + shadow evaluation over N episodes, beside a read floor."""
+    from infra.bench_skills import run_bench
+
+    check_backend(backend)
+    try:
+        result = run_bench(Settings(), episodes=episodes, backend=backend)
+    except ValueError as exc:
+        err.print(f"[red]bench skills:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    emit(result, as_json)

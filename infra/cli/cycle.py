@@ -43,7 +43,7 @@ def cycle_cmd(
     flow: Annotated[bool, typer.Option("--flow/--direct", help="Run as a Prefect flow.")] = False,
     as_json: Json = False,
 ) -> None:
-    """Run the whole learning cycle once: intake, maturation, reflection, memory."""
+    """Run the whole learning cycle once: intake, maturation, reflection, memory, skills."""
     when = parse_as_of(as_of)
     if flow:
         from flows.cycle import daily_cycle

@@ -2,16 +2,19 @@
 
 `run_cycle` names the stages in order and what each one is given; *how* a stage runs
 is the runner's business. The scheduled flows run parts of the cycle (`run_intake`,
-`run_maturation`, `run_reflection`, `run_memory`), and the cycle is those parts in order,
-so each part is written once too. `DirectRunner` calls the operation in this process (the CLI,
-the demo, the benchmarks and the tests); the Prefect runner in `flows/cycle.py` calls
-the task that wraps the same operation, so the direct path and the flow cannot drift
-apart: there is no second copy of the sequence to drift.
+`run_maturation`, `run_reflection`, `run_memory`, and the three parts of `run_skills`:
+`run_generation`, `run_shadow`, `run_audit`), and the cycle is those parts in order, so
+each part is written once too. `DirectRunner` calls the operation in this process (the
+CLI, the demo, the benchmarks and the tests); the Prefect runner in `flows/cycle.py`
+calls the task that wraps the same operation, so the direct path and the flow cannot
+drift apart: there is no second copy of the sequence to drift.
 
 Every stage is idempotent by its own selection (only unjudged executions are admitted,
 only open positions settled, only unevaluated cases evaluated, only decisions without a
 primary run promoted, only offerable cases reflected, only unrecorded cases recorded,
-only due windows distilled), so a cycle that crashed part way is simply run again.
+only due windows distilled, only lessons not generalised yet turned into candidates,
+only decisions after the last check checked, only versions with new evidence moved),
+so a cycle that crashed part way is simply run again.
 
 Each cycle, and each scheduled part run on its own, is one parent tracking run
 (`cycle_runs`): the sequence makes the `cycle_id`, opens the run, hands the ID to every
@@ -42,6 +45,13 @@ from reflexmem.operations.memory import (
 )
 from reflexmem.operations.reflection import reflect
 from reflexmem.operations.resources import Resources
+from reflexmem.operations.skill_lifecycle import LifecycleReport, advance_skills, audit_skills
+from reflexmem.operations.skills import (
+    CheckReport,
+    GenerationReport,
+    check_decisions,
+    generate_candidates,
+)
 from reflexmem.reflection.batch import RoleReport
 
 R = TypeVar("R")
@@ -99,6 +109,7 @@ class CycleReport:
     maturation: MaturationReport
     reflection: tuple[RoleReport, ...]
     memory: MemoryReport
+    skills: SkillsReport
     cycle: CycleStart | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -125,6 +136,23 @@ class MemoryReport:
 
     episodes: tuple[EpisodeReport, ...]
     distillation: tuple[DistilReport, ...]
+
+
+@dataclass(frozen=True)
+class ShadowReport:
+    """The shadow-evaluation part: new decisions checked, then versions moved on evidence."""
+
+    checks: CheckReport
+    lifecycle: LifecycleReport
+
+
+@dataclass(frozen=True)
+class SkillsReport:
+    """The skills part of a cycle: candidates generated, shadow evaluation, audits."""
+
+    generation: GenerationReport
+    shadow: ShadowReport
+    audit: LifecycleReport
 
 
 def run_intake(
@@ -234,6 +262,34 @@ def run_memory(
     return MemoryReport(tuple(recorded), tuple(distilled))
 
 
+def run_generation(runner: StageRunner, as_of: datetime | None = None) -> GenerationReport:
+    """Cluster the reflected episodes into skill candidates: `candidate_generation`."""
+    return runner.run(generate_candidates, as_of=as_of)
+
+
+def run_shadow(runner: StageRunner, as_of: datetime | None = None) -> ShadowReport:
+    """Check new decisions with the usable skills, then move versions: `shadow_evaluation`."""
+    checks = runner.run(check_decisions, as_of=as_of)
+    return ShadowReport(checks, runner.run(advance_skills, as_of=as_of))
+
+
+def run_audit(runner: StageRunner, as_of: datetime | None = None) -> LifecycleReport:
+    """Sample audits and drift of active skills, quarantine, revalidation: `audit`."""
+    return runner.run(audit_skills, as_of=as_of)
+
+
+def run_skills(runner: StageRunner, as_of: datetime | None = None) -> SkillsReport:
+    """Candidate generation, shadow evaluation, audit, in that order, at one clock.
+
+    The checks of the window's decisions run with the versions as they were during it,
+    so the audit (which may quarantine) comes last. A version the audit revalidates is
+    taken on by the next shadow evaluation.
+    """
+    generated = run_generation(runner, as_of)
+    shadow = run_shadow(runner, as_of)
+    return SkillsReport(generated, shadow, run_audit(runner, as_of))
+
+
 def run_cycle(runner: StageRunner, params: CycleParams | None = None) -> CycleReport:
     """Run every stage of the cycle once, in order, through `runner`: `daily_cycle`."""
     p = params or CycleParams()
@@ -243,12 +299,14 @@ def run_cycle(runner: StageRunner, params: CycleParams | None = None) -> CycleRe
         maturation = run_maturation(runner, p, cycle_id=cid)
         reflected = run_reflection(runner, maturation.plan.roles, p.profile, cycle_id=cid)
         memory = run_memory(runner, maturation.plan.roles, p.profile)
+        skills = run_skills(runner, maturation.plan.as_of)
         return CycleReport(
             drop=dropped,
             admission=admission,
             maturation=maturation,
             reflection=reflected,
             memory=memory,
+            skills=skills,
         )
 
     start, report = in_cycle(runner, "cycle", None, body, _cycle_counts)

@@ -3,10 +3,11 @@
 Every stage of the learning cycle is a function `op(resources, **params) -> report`.
 `Resources` carries the parts that are chosen once from settings (by
 `infra/resources.py`, the only place that knows which implementation backs each seam):
-the ledger engine, the role registry, where prices come from, where evaluation runs are
-tracked, how to build a reflector, the recall embedder, and the validators that guard
-ingestion (market bars) and admission. The core only sees the protocols below, so it never imports
-Prefect, MLflow or Great Expectations, and a test can hand in real parts of its own.
+the ledger engine, the role registry, where prices come from, where evaluation runs and
+skill versions are tracked, how to build a reflector, the recall embedder, and the
+validators that guard ingestion (market bars) and admission. The core only sees the
+protocols below, so it never imports Prefect, MLflow or Great Expectations, and a test
+can hand in real parts of its own.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from reflexmem.maturation.providers import PriceProvider
 from reflexmem.recall.embeddings import Embedder
 from reflexmem.reflection import BudgetLimits, Reflector, RuleReflector
 from reflexmem.reflection.batch import ReflectionBatch, RoleReport
+from reflexmem.reflex.tracking import NullSkillTracking, SkillTracking
 from reflexmem.registry import RoleRegistry
 
 AdmissionValidator = Callable[[pl.DataFrame, Sequence[str]], pl.DataFrame]
@@ -164,6 +166,7 @@ class Resources:
     validate_admission: AdmissionValidator
     validate_bars: BarValidator | None = None
     tracker: Tracker = field(default_factory=NullTracker)
+    skill_tracker: SkillTracking = field(default_factory=NullSkillTracking)
     reflection: ReflectionSetup = field(default_factory=ReflectionSetup)
     embedder: Embedder | None = None
     min_evaluation_points: int = 3

@@ -215,7 +215,8 @@ def _outcome(old: pl.Series, new: pl.Series) -> DriftTest:
     if old.dtype == pl.Boolean:
         a, b = old.drop_nulls(), new.drop_nulls()
         p_down = two_proportion_p_less(int(b.sum()), b.len(), int(a.sum()), a.len())
-        p = min(1.0, 2 * min(p_down, 1 - p_down))
+        p_up = two_proportion_p_less(int(a.sum()), a.len(), int(b.sum()), b.len())
+        p = min(1.0, 2 * min(p_down, p_up))  # both 1.0 when the rates cannot differ (se = 0)
         shift = _rate(int(b.sum()), b.len()) - _rate(int(a.sum()), a.len())
         return DriftTest("outcome", "two_proportion", shift, p, None)
     old_v = old.cast(pl.Float64).drop_nulls().to_numpy()

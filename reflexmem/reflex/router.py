@@ -286,6 +286,16 @@ def _act_plan(walk: _Walk, skill: PinnedSkill, choice: str, confidence: float) -
     spec, task = skill.spec, walk.task
     common = {"layer": spec.layer, "skill": skill, "choice": choice, "confidence": confidence}
     rationale = f"{skill.key} chose {choice} with confidence {confidence:.2f}"
+    verdict = spec.verdicts.get(choice)
+    if verdict is not None:  # the skill's answer is to stop: hold, or ask for what is missing
+        note = fill(verdict.get("note", ""), task.observation, set())
+        return walk.done(
+            status=EpisodeStatus(verdict["status"]),
+            status_reason=str(verdict["reason"]),
+            missing=tuple(verdict.get("missing", ())),
+            rationale=f"{rationale}: {note}" if note else rationale,
+            **common,
+        )
     action = spec.action
     if action is None:
         return walk.done(status=None, rationale=rationale, **common)

@@ -8,15 +8,16 @@ episode and the episode's row names exactly the version that decided it.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
-import yaml
 
 from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.reflex.lifecycle import USABLE_STATES
-from reflexmem.reflex.skills import SkillSpec
+from reflexmem.reflex.skills import SkillSpec, load_yaml
 from reflexmem.reflex.versions import VERSIONS
 
 
@@ -50,6 +51,12 @@ class SkillSnapshot:
         return tuple(s for s in self.family(task_family) if s.state in USABLE_STATES)
 
 
+@functools.lru_cache(maxsize=1024)
+def _parsed(text: str) -> dict[str, Any]:
+    """A version's YAML parsed once per process (a registered version is never edited)."""
+    return dict(load_yaml(text))
+
+
 def load_snapshot(
     conn: sa.Connection, *, task_family: str | None = None, now: datetime | None = None
 ) -> SkillSnapshot:
@@ -64,7 +71,7 @@ def load_snapshot(
         query = query.where(VERSIONS.c.task_family == task_family)
     pinned = []
     for row in conn.execute(query):
-        raw = dict(yaml.safe_load(row.source_yaml))
+        raw = dict(_parsed(row.source_yaml))
         raw["state"] = row.state
         spec = SkillSpec(raw=raw, source=row.source_file, source_yaml=row.source_yaml)
         pinned.append(PinnedSkill(spec, SkillState(row.state), row.rollout_fraction))

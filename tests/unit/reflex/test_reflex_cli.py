@@ -22,3 +22,25 @@ def test_skills_check_passes_the_shipped_files_and_names_a_bad_one(tmp_path: Pat
     assert refused.exit_code == 1
     assert "widened.yaml: bounds.permissions.tools" in refused.output
     assert "place_order" in refused.output
+
+
+def test_skills_propose_refuses_a_widening_file_with_its_field(tmp_path: Path, monkeypatch):
+    from infra import migrate
+    from infra.db import make_engine
+
+    monkeypatch.setenv("REFLEX_HOME", str(tmp_path))
+    engine = make_engine(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    migrate.upgrade(engine)
+    engine.dispose()
+    text = (SKILLS_DIR / "filing_kind_rules.yaml").read_text()
+    bad = tmp_path / "widened.yaml"
+    bad.write_text(text.replace("tools: [file_filing]", "tools: [file_filing, place_order]"))
+    runner = CliRunner()
+    refused = runner.invoke(app, ["skills", "propose", str(bad)])
+    assert refused.exit_code == 1, refused.output
+    assert "bounds.permissions.tools" in refused.output
+    good = runner.invoke(app, ["skills", "propose", str(SKILLS_DIR / "filing_kind_rules.yaml")])
+    assert good.exit_code == 0, good.output
+    assert "filing_kind_rules@1 registered as candidate" in good.output
+    status = runner.invoke(app, ["skills", "status", "--family", "classify_filing", "--json"])
+    assert '"skill": "filing_kind_rules@1"' in status.output

@@ -1,0 +1,82 @@
+"""Ledgers for the skill-cycle tests, built by the operations like every other ledger.
+
+`reflected` ingests a D-full decision stream and runs the cycle up to memory (intake,
+maturation, reflection, episodes): the reflected `trade_decision` episodes the skill
+stages learn from. `walk` is the demo's scenario on a ledger: the whole cycle once a
+week, the technicals feed lagging from day 55, a stricter variant proposed at the first
+clock after.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+
+from infra import demo_skills
+from reflexmem.ael.panel import load_dfull
+from reflexmem.operations import intake
+from reflexmem.operations.cycle import (
+    CycleParams,
+    DirectRunner,
+    run_cycle,
+    run_maturation,
+    run_memory,
+    run_reflection,
+)
+from reflexmem.operations.resources import Resources
+from reflexmem.synth import generate, write_stream
+from tests.support import AS_OF
+
+
+def stream_files(tmp: Path, n: int, seed: int, *, lag: bool = False) -> tuple[list[Path], datetime]:
+    """A decision stream written to files, and its first decision time."""
+    stream = generate(load_dfull(), n, seed=seed)
+    first = stream["decisions"]["decided_at"].min()
+    assert isinstance(first, datetime)
+    if lag:
+        start = first + timedelta(days=demo_skills.LAG_DAYS)
+        stream["decisions"] = demo_skills.lag_technicals(stream["decisions"], start)
+    return write_stream(stream, tmp / f"stream-{seed}-{n}"), first
+
+
+def reflected(res: Resources, tmp: Path, n: int = 4000, seed: int = 3) -> datetime:
+    """Ingest, admit, mature, reflect and record episodes at `AS_OF`; the first decision."""
+    files, first = stream_files(tmp, n, seed)
+    intake.ingest(res, files)
+    runner = DirectRunner(res)
+    intake.admit(res)
+    plan = run_maturation(runner, CycleParams(as_of=AS_OF)).plan
+    run_reflection(runner, plan.roles)
+    run_memory(runner, plan.roles)
+    return first
+
+
+def clock_between(first: datetime, share: float) -> datetime:
+    """A clock `share` of the way from the first decision to `AS_OF`."""
+    return first + (AS_OF - first) * share
+
+
+def walk(res: Resources, tmp: Path, n: int = 20_000, seed: int = 7) -> datetime:
+    """The demo's weekly walk on this ledger; returns the first decision time."""
+    files, first = stream_files(tmp, n, seed, lag=True)
+    intake.ingest(res, files)
+    newest = res.prices.newest()
+    assert newest is not None
+    weeks = demo_skills.clocks(first, newest)
+    lag = first + timedelta(days=demo_skills.LAG_DAYS)
+    proposal = next(at for at in weeks if at > lag)
+    runner = DirectRunner(res)
+    for at in weeks:
+        if at == proposal:
+            assert demo_skills.propose_stricter(res, at) is not None
+        run_cycle(runner, CycleParams(as_of=at))
+    return first
+
+
+def frame(res: Resources, sql: str) -> pl.DataFrame:
+    """A query's rows as a polars frame (for assertions)."""
+    with res.engine.connect() as conn:
+        result = conn.exec_driver_sql(sql)
+        return pl.DataFrame(result.fetchall(), schema=list(result.keys()), orient="row")
