@@ -40,6 +40,7 @@ def reflection_setup(llm: LLMSettings) -> ReflectionSetup:
         api_key=llm.api_key.get_secret_value() if llm.api_key is not None else None,
         timeout_s=llm.timeout_s,
         max_retries=llm.max_retries,
+        max_response_bytes=llm.max_response_bytes,
     )
 
     def build(executor: ToolExecutor) -> Reflector:
@@ -101,6 +102,7 @@ def build_resources(settings: Settings) -> Resources:
         reflection=reflection_setup(settings.llm),
         embedder=make_embedder(settings.embedder),
         min_evaluation_points=settings.min_evaluation_points,
+        admission_lock_wait_s=settings.admission_lock_wait_s,
         profile=settings.profile,
         profile_version=settings.profile_version,
         memory_seed=settings.memory_seed,

@@ -60,6 +60,9 @@ class LLMSettings(BaseSettings):
     model: str | None = None
     api_key: SecretStr | None = None
     timeout_s: float = Field(default=30.0, gt=0)
+    """Wall-clock limit of one model response: connect, headers and the whole body."""
+    max_response_bytes: int = Field(default=262_144, gt=0)
+    """Largest response body read from the model (a valid answer is under 4 KiB)."""
     max_retries: int = Field(default=2, ge=0)
     calls_per_batch: int = Field(default=200, ge=0)
     tokens_per_batch: int = Field(default=300_000, ge=0)
@@ -85,6 +88,8 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("REFLEX_ROLE_MEMORY_MODE", "ROLE_MEMORY_MODE"),
     )
     min_evaluation_points: int = Field(default=3, ge=1)
+    admission_lock_wait_s: float = Field(default=30.0, ge=0)
+    """How long an admission batch waits for another one to finish before it gives up."""
     prices: str = "ledger"
     """`ledger` (the `market_bars` table) or the path of a price panel file."""
     embedder: Literal["none", "hashing", "minilm"] = "none"

@@ -56,9 +56,12 @@ def counts_table(title: str, counts: dict[str, int]) -> Table:
 
 
 def print_admission(result: AdmissionResult) -> None:
-    """Print one admission batch's verdict table."""
+    """Print one admission batch's verdict table (or that another batch held the lock)."""
     from infra.render import admission_table
 
+    if result.busy:
+        console.print("another admission is running; nothing judged (run `reflexmem admit` again)")
+        return
     console.print(admission_table(result))
 
 
