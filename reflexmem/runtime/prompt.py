@@ -7,7 +7,7 @@ cases, then the task. In shadow mode a prompt cannot receive recalled cases at a
 Recalled text is untrusted (a lesson is model output about a past trade), so it never
 enters a prompt as prose. It is placed only inside one delimited block,
 `<recalled-data id="...">` ... `</recalled-data id="...">`, as a JSON array of strings
-with `<`, `>` and `&` escaped: a lesson cannot close the block, start a heading or a
+with `<`, `>`, `&` and every line break escaped: a lesson cannot close the block, start a heading or a
 new section, or look like a rule, whatever it says. The block's id is a digest of its
 content, so the same inputs give the same prompt. The section heading states that the
 block is quoted data that never overrides anything above it.
@@ -73,6 +73,9 @@ def recalled_block(recalled: Sequence[str]) -> str:
         .replace("&", "\\u0026")
         .replace("<", "\\u003c")
         .replace(">", "\\u003e")
+        .replace("\u0085", "\\u0085")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
     )
     block_id = hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
     return f'{OPEN_TAG} id="{block_id}">\n{payload}\n{CLOSE_TAG} id="{block_id}">'

@@ -106,9 +106,11 @@ def test_a_broken_jsonl_line_is_named_by_its_number(engine: sa.Engine, tmp_path:
     lines = path.read_text().splitlines()
     lines[3] = lines[3][: len(lines[3]) // 2]
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(IngestError, match=r"decisions\.jsonl, row 4: line 4 is not a JSON"):
-        with engine.begin() as conn:
-            ingest_files(conn, [path])
+    with (
+        pytest.raises(IngestError, match=r"decisions\.jsonl, row 4: line 4 is not a JSON"),
+        engine.begin() as conn,
+    ):
+        ingest_files(conn, [path])
     assert _rows(engine) == 0
 
 
@@ -123,9 +125,11 @@ def test_a_position_naming_another_decisions_execution_is_refused(
         .alias("execution_id")
     )
     paths = write_stream(stream, tmp_path)
-    with pytest.raises(IngestError, match=r"row 3, column 'execution_id': execution 'e00000004'"):
-        with engine.begin() as conn:
-            ingest_files(conn, paths)
+    with (
+        pytest.raises(IngestError, match=r"row 3, column 'execution_id': execution 'e00000004'"),
+        engine.begin() as conn,
+    ):
+        ingest_files(conn, paths)
     assert _rows(engine) == 0
 
 
@@ -158,7 +162,9 @@ def test_schema_lengths_are_the_model_lengths() -> None:
     assert checked >= 25
 
 
-def test_the_cli_exits_2_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_exits_2_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from infra.cli import app
 
     monkeypatch.setenv("REFLEX_HOME", str(tmp_path / "home"))
