@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow
-from prefect.artifacts import create_table_artifact
 
+from flows.artifacts import table_artifact
+from infra.resources import protect
 from reflexmem.operations import memory as memory_ops
 from reflexmem.operations.cycle import (
     CycleParams,
@@ -53,14 +54,14 @@ def flow_settings(database_url: str | None, tracking_uri: str | None) -> Setting
         overrides["database_url"] = database_url
     if tracking_uri:
         overrides["mlflow_tracking_uri"] = tracking_uri
-    return Settings(**overrides)
+    settings = Settings(**overrides)
+    protect(settings)
+    return settings
 
 
 def _publish(key: str, description: str, counts: Mapping[str, Any]) -> None:
     rows = [{"count": k, "value": str(v)} for k, v in counts.items()]
-    create_table_artifact(
-        key=key, table=rows or [{"count": "-", "value": "0"}], description=description
-    )
+    table_artifact(key=key, table=rows or [{"count": "-", "value": "0"}], description=description)
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -149,7 +150,7 @@ def reflection_batch(
     runner = PrefectRunner(settings)
     chosen = runner.run(plan, roles=roles).roles
     rows = [r.as_row() for r in run_reflection(runner, chosen, profile)]
-    create_table_artifact(
+    table_artifact(
         key="reflection-batch",
         table=rows or [{"role": "-", "offered": 0}],
         description=f"reflection of {len(rows)} role(s)",
@@ -170,7 +171,7 @@ def distillation(
     chosen = runner.run(plan, roles=roles).roles
     report: dict[str, Any] = plain_data(run_memory(runner, chosen, profile))
     rows = report["distillation"] or [{"namespace": "-", "windows": 0}]
-    create_table_artifact(
+    table_artifact(
         key="memory-distillation",
         table=[{k: str(v) for k, v in r.items()} for r in rows],
         description=f"{sum(e['recorded'] for e in report['episodes'])} episode(s) recorded",
@@ -197,7 +198,7 @@ def record_episodes(
         distill=distill,
     )
     summary: dict[str, Any] = plain_data(report)
-    create_table_artifact(
+    table_artifact(
         key="memory-episodes",
         table=[{"policy": p, "updates": n} for p, n in sorted(report.bandit_updates.items())]
         or [{"policy": "-", "updates": 0}],

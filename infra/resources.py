@@ -23,6 +23,7 @@ from reflexmem.executor import ToolExecutor
 from reflexmem.maturation.providers import LedgerPrices, PanelPrices, PriceProvider
 from reflexmem.operations.resources import ReflectionSetup, Resources
 from reflexmem.recall.embeddings import Embedder, HashingEmbedder
+from reflexmem.redact import env_secrets, install_log_redaction, register_secrets, secret_values
 from reflexmem.reflection import BudgetLimits, LLMConfig, OpenAIReflector, Reflector
 from reflexmem.registry import load_registry
 from reflexmem.settings import LLMSettings, Settings
@@ -76,8 +77,19 @@ def make_prices(settings: Settings, engine: object) -> PriceProvider:
     return PanelPrices(Path(settings.prices))
 
 
+def protect(settings: Settings) -> None:
+    """Register the settings' secrets (and secret environment variables) for redaction.
+
+    Also makes every log record of the process pass the redacting filter.
+    """
+    register_secrets(secret_values(settings))
+    register_secrets(env_secrets())
+    install_log_redaction()
+
+
 def build_resources(settings: Settings) -> Resources:
     """Every resource the operations need, for these settings (never migrates)."""
+    protect(settings)
     from expectations.bars import validate_bars
     from expectations.runner import validate_admission
     from infra.tracking_eval import EvaluationTracker

@@ -18,15 +18,14 @@ from __future__ import annotations
 import math
 import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-import sqlalchemy as sa
 
 from reflexmem.evaluation.promote import PromotionResult
 from reflexmem.evaluation.runs import BatchInfo, EvaluationResult, batch_metrics, tracking_table
+from reflexmem.redact import redact
 
 EXPERIMENT = "evaluation-runs"
 TABLE_FILE = "evaluation_runs.parquet"
@@ -34,16 +33,14 @@ PROMOTION_FILE = "promotions.parquet"
 
 
 def _client(uri: str) -> Any:
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
-    import mlflow
+    from infra.tracking_redact import redacting_client
 
-    return mlflow.MlflowClient(tracking_uri=uri)
+    return redacting_client(uri)
 
 
 def _safe_url(url: str | None) -> str:
-    if not url:
-        return ""
-    return sa.make_url(url).render_as_string(hide_password=True)
+    """The ledger URL with every credential form masked (user info, secret parameters)."""
+    return str(redact(url)) if url else ""
 
 
 class EvaluationTracker:

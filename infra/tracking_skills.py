@@ -29,6 +29,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from infra.tracking_redact import redacting_client
 from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.reflex.lifecycle import Evidence
 from reflexmem.reflex.skills import SkillSpec
@@ -56,12 +57,11 @@ class SkillTracker:
 
     def __init__(self, tracking_uri: str, *, artifact_root: str | Path) -> None:
         warnings.filterwarnings("ignore", category=DeprecationWarning)
-        import mlflow
 
         self.tracking_uri = tracking_uri
         root = str(artifact_root)
         self.artifact_root = root if "://" in root else Path(root).resolve().as_uri()
-        self.client: Any = mlflow.MlflowClient(tracking_uri=tracking_uri)
+        self.client: Any = redacting_client(tracking_uri)
         self._experiment_id: str | None = None
 
     def experiment_id(self) -> str:

@@ -74,15 +74,16 @@ def open_resources(settings: Settings | None = None) -> Resources:
     """
     from infra.migrate import SchemaNotCurrent
     from infra.resources import build_resources
+    from reflexmem.redact import redact
     from reflexmem.settings import Settings
 
     try:
         return build_resources(settings or Settings())
     except SchemaNotCurrent as exc:
-        err.print(f"[red]{exc}[/red]", soft_wrap=True)
+        err.print(f"[red]{redact(str(exc))}[/red]", soft_wrap=True)
         raise typer.Exit(2) from exc
     except (ValueError, OSError) as exc:
-        err.print(f"[red]cannot start:[/red] {exc}", soft_wrap=True)
+        err.print(f"[red]cannot start:[/red] {redact(str(exc))}", soft_wrap=True)
         raise typer.Exit(2) from exc
 
 

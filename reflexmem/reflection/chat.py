@@ -30,6 +30,7 @@ from typing import Any, Generic, TypeVar
 import httpx
 from pydantic import ValidationError
 
+from reflexmem.redact import redact
 from reflexmem.reflection.types import TokenUsage
 
 T = TypeVar("T")
@@ -206,7 +207,7 @@ class ChatJSONClient:
             try:
                 value, used = self._attempt(request, validate, on_tool_request)
             except AttemptError as exc:
-                errors.append(f"attempt {attempts}: {exc}")
+                errors.append(redact(f"attempt {attempts}: {exc}"))
                 if exc.usage is not None:
                     usage = exc.usage if usage is None else usage + exc.usage
                 if not exc.retryable:
@@ -215,7 +216,7 @@ class ChatJSONClient:
                     self._sleep(self._backoff(attempts))
                 continue
             except Exception as exc:  # a bug must fail this question visibly, not the batch
-                errors.append(f"attempt {attempts}: unexpected {type(exc).__name__}: {exc}")
+                errors.append(redact(f"attempt {attempts}: unexpected {type(exc).__name__}: {exc}"))
                 break
             if used is not None:
                 usage = used if usage is None else usage + used

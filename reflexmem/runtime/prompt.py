@@ -7,10 +7,10 @@ cases, then the task. In shadow mode a prompt cannot receive recalled cases at a
 Recalled text is untrusted (a lesson is model output about a past trade), so it never
 enters a prompt as prose. It is placed only inside one delimited block,
 `<recalled-data id="...">` ... `</recalled-data id="...">`, as a JSON array of strings
-with `<`, `>`, `&` and every line break escaped: a lesson cannot close the block, start a heading or a
-new section, or look like a rule, whatever it says. The block's id is a digest of its
-content, so the same inputs give the same prompt. The section heading states that the
-block is quoted data that never overrides anything above it.
+with `<`, `>`, `&` and every line break escaped: a lesson cannot close the block,
+start a heading or a new section, or look like a rule, whatever it says. The block's
+id is a digest of its content, so the same inputs give the same prompt. The section
+heading states that the block is quoted data that never overrides anything above it.
 """
 
 from __future__ import annotations
