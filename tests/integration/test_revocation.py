@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from reflexmem.ael.panel import load_dfull
+from reflexmem.ledger.audit import ledger_counts
 from reflexmem.operations import intake
 from reflexmem.operations.cycle import DirectRunner, run_memory, run_reflection
 from reflexmem.operations.resources import Resources
@@ -128,6 +129,10 @@ def test_a_preview_claimed_again_revokes_the_earlier_case_and_recall_never_shows
         b=result.batch_id,
     )
     assert tuple(batch[0]) == (1, 1, 1)
+    with engine.connect() as conn:
+        counts = ledger_counts(conn)
+    assert counts.unaccounted_executions == 0
+    assert counts.cases_by_state["revoked"] == 1
 
     with engine.connect() as conn:
         after = recall_cases(conn, constraints, "", k=10_000)
