@@ -303,3 +303,22 @@ def test_the_sql_position_pick_agrees_with_the_polars_classification(
     picked = dict(zip(raw["execution_id"], raw["position_id"], strict=True))
     for eid, link in links.items():
         assert (picked[eid] is not None) == (link == "one"), eid
+
+
+def test_every_critical_expectation_has_its_own_reason_code() -> None:
+    """The suite's `meta.reason` and the core's mapping agree, one code per expectation."""
+    from expectations.runner import load_suite_spec
+    from reflexmem.admission.decide import REASONS
+    from reflexmem.ledger.enums import QuarantineReason
+
+    spec = load_suite_spec("admission")["expectations"]
+    declared = {e["meta"]["name"]: e["meta"].get("reason") for e in spec}
+    evidence_decided = {"origin_manual", "preview_consumed_once", "outcome_settled"}
+    for name, reason in declared.items():
+        if name in evidence_decided:
+            continue
+        assert reason == REASONS[name].value, name
+        assert QuarantineReason(reason)
+    fixed = [declared[n] for n in declared if n not in evidence_decided]
+    assert len(fixed) == len(set(fixed))
+    assert set(REASONS) == set(declared) - evidence_decided
