@@ -322,3 +322,31 @@ def test_every_critical_expectation_has_its_own_reason_code() -> None:
     fixed = [declared[n] for n in declared if n not in evidence_decided]
     assert len(fixed) == len(set(fixed))
     assert set(REASONS) == set(declared) - evidence_decided
+
+
+def test_an_admission_that_cannot_get_the_lock_judges_nothing_and_says_so(
+    res: Resources, tmp_path: Path
+) -> None:
+    """Bounded wait: the second batch reports `busy` (CLI: exit 0, "another admission is
+    running"), writes nothing, and a later batch judges everything."""
+    import time
+    from dataclasses import replace
+
+    from reflexmem.admission.lock import acquire_admission_lock
+
+    _load(res, tmp_path, clean_stream(N))
+    quick = replace(res, admission_lock_wait_s=0.5)
+    with res.engine.connect() as holder:
+        holder.begin()
+        assert acquire_admission_lock(holder, "holder-batch", wait_s=1.0)
+        start = time.monotonic()
+        busy = intake.admit(quick)
+        waited = time.monotonic() - start
+        holder.rollback()
+    assert busy.busy
+    assert busy.rows_in == 0
+    assert 0.4 <= waited < 5.0
+    with res.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT COUNT(*) FROM role_cases")).scalar_one() == 0
+    done = intake.admit(quick)
+    assert (done.busy, done.rows_in) == (False, N)
