@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow
-from prefect.artifacts import create_markdown_artifact
 
+from flows.artifacts import markdown_artifact
 from infra.prefect_markdown import markdown
+from infra.resources import protect
 from reflexmem.operations import memory as memory_ops
 from reflexmem.operations.cycle import (
     CycleParams,
@@ -63,14 +64,16 @@ def flow_settings(
         overrides["database_url"] = database_url
     if tracking_uri:
         overrides["mlflow_tracking_uri"] = tracking_uri
-    return Settings(**overrides)
+    settings = Settings(**overrides)
+    protect(settings)
+    return settings
 
 
 def _publish(
     settings: Settings, key: str, description: str, counts: Mapping[str, Any], report: Any
 ) -> None:
     text = markdown(description, counts, report, settings.mlflow_ui_url)
-    create_markdown_artifact(key=key, markdown=text, description=description)
+    markdown_artifact(key=key, markdown=text, description=description)
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:

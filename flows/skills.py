@@ -23,8 +23,8 @@ from datetime import datetime
 from typing import Any
 
 from prefect import flow
-from prefect.artifacts import create_table_artifact
 
+from flows.artifacts import table_artifact
 from flows.cycle import flow_settings
 from reflexmem.operations.cycle import plain, run_audit, run_generation, run_shadow
 from reflexmem.operations.maturation import plan
@@ -36,7 +36,7 @@ AUDIT_CRON = "50 1 * * *"
 
 
 def _table(key: str, description: str, rows: list[dict[str, Any]]) -> None:
-    create_table_artifact(
+    table_artifact(
         key=key,
         table=[{k: str(v) for k, v in r.items()} for r in rows] or [{"-": "nothing to do"}],
         description=description,

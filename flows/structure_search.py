@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow
-from prefect.artifacts import create_table_artifact
 
+from flows.artifacts import table_artifact
 from infra.structures_service import Targets, summary
 from reflexmem.settings import Settings
 from tasks.structures import activate, controls_and_test, prepare, register, search, store
@@ -44,7 +44,7 @@ def structure_search(
     version = register(t, row, result, rows, environment, seed)
     bundle = activate(t, row, result)
     out = summary(row, result, rows, mlflow=version, bundle=bundle)
-    create_table_artifact(
+    table_artifact(
         key="structure-archive",
         table=[
             {
@@ -58,7 +58,7 @@ def structure_search(
         ],
         description=f"non-dominated archive of search {row['search_id']} ({environment})",
     )
-    create_table_artifact(
+    table_artifact(
         key="structure-final-test",
         table=[
             {

@@ -20,4 +20,6 @@ def admission_table(result: AdmissionResult) -> Table:
         table.add_row("quarantined", reason, str(n))
     table.add_section()
     table.add_row("rows in", "= admitted + pending + quarantined", str(result.rows_in))
+    for reason, n in result.revoked_by_reason.items():
+        table.add_row("revoked", f"earlier case, {reason}", str(n))
     return table

@@ -23,6 +23,7 @@ from reflexmem.executor import ToolExecutor
 from reflexmem.maturation.providers import LedgerPrices, PanelPrices, PriceProvider
 from reflexmem.operations.resources import ReflectionSetup, Resources
 from reflexmem.recall.embeddings import Embedder, HashingEmbedder
+from reflexmem.redact import env_secrets, install_log_redaction, register_secrets, secret_values
 from reflexmem.reflection import BudgetLimits, LLMConfig, OpenAIReflector, Reflector
 from reflexmem.registry import load_registry
 from reflexmem.settings import LLMSettings, Settings
@@ -40,6 +41,7 @@ def reflection_setup(llm: LLMSettings) -> ReflectionSetup:
         api_key=llm.api_key.get_secret_value() if llm.api_key is not None else None,
         timeout_s=llm.timeout_s,
         max_retries=llm.max_retries,
+        max_response_bytes=llm.max_response_bytes,
     )
 
     def build(executor: ToolExecutor) -> Reflector:
@@ -77,8 +79,19 @@ def make_prices(settings: Settings, engine: object) -> PriceProvider:
     return PanelPrices(Path(settings.prices))
 
 
+def protect(settings: Settings) -> None:
+    """Register the settings' secrets (and secret environment variables) for redaction.
+
+    Also makes every log record of the process pass the redacting filter.
+    """
+    register_secrets(secret_values(settings))
+    register_secrets(env_secrets())
+    install_log_redaction()
+
+
 def build_resources(settings: Settings) -> Resources:
     """Every resource the operations need, for these settings (never migrates)."""
+    protect(settings)
     from expectations.bars import validate_bars
     from expectations.runner import validate_admission
     from infra.tracking_eval import EvaluationTracker
@@ -109,6 +122,7 @@ def build_resources(settings: Settings) -> Resources:
         reflection=reflection_setup(settings.llm),
         embedder=make_embedder(settings.embedder),
         min_evaluation_points=settings.min_evaluation_points,
+        admission_lock_wait_s=settings.admission_lock_wait_s,
         profile=settings.profile,
         profile_version=settings.profile_version,
         memory_seed=settings.memory_seed,

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from infra.tracking_redact import safe
 from reflexmem.ael.panel import PricePanel
 from reflexmem.ael.results import BenchmarkResult
 from reflexmem.ael.table import METRIC_KEYS
@@ -123,17 +124,17 @@ def log_benchmark(
                 params["panels"] = ",".join(result.panels)
                 for name, info in result.panels.items():
                     params[f"folds_{name}"] = len(info["folds"])
-                mlflow.log_params(params)
+                mlflow.log_params(safe(params))
                 dataset = mlflow.data.from_pandas(  # type: ignore[attr-defined]
                     panel_frame(panel), source=source, name="prices"
                 )
                 mlflow.log_input(dataset, context="prices")
                 mlflow.log_metric("total_seconds", float(result.timing["total_seconds"]))
-                mlflow.log_dict(result.timing, "timing.json")
-                mlflow.log_dict(result.selections, "selections.json")
-                mlflow.log_dict({"verdict": result.verdict}, "verdict.json")
-                mlflow.log_dict({"comparisons": result.comparisons}, "comparisons.json")
-                mlflow.log_dict(result.refusals(), "refusals.json")
+                _log_dict(result.timing, "timing.json")
+                _log_dict(result.selections, "selections.json")
+                _log_dict({"verdict": result.verdict}, "verdict.json")
+                _log_dict({"comparisons": result.comparisons}, "comparisons.json")
+                _log_dict(result.refusals(), "refusals.json")
                 _log_rows(result)
                 if plots_dir is not None and plots_dir.is_dir():
                     mlflow.log_artifacts(str(plots_dir), artifact_path="plots")
@@ -141,6 +142,13 @@ def log_benchmark(
                 return str(parent.info.run_id)
         finally:
             mlflow.set_tracking_uri(previous)
+
+
+def _log_dict(data: Any, name: str) -> None:
+    """`mlflow.log_dict` of the redacted data (the fluent API has no redacting client)."""
+    import mlflow
+
+    mlflow.log_dict(safe(data), name)
 
 
 def _log_rows(result: BenchmarkResult) -> None:
@@ -184,7 +192,7 @@ def _log_children(result: BenchmarkResult, plot_run_posteriors: Any) -> None:
                 record = records.get((method, seed)) if seed is not None else None
                 if rows:
                     params["kind"] = rows[0]["kind"]
-                mlflow.log_params(params)
+                mlflow.log_params(safe(params))
                 mlflow.log_metrics(_row_metrics(rows))
                 if record is None:
                     continue
@@ -194,13 +202,13 @@ def _log_children(result: BenchmarkResult, plot_run_posteriors: Any) -> None:
                         "per_decision_us": record.seconds * 1e6 / max(record.decisions, 1),
                     }
                 )
-                mlflow.log_dict(record.posteriors(), "posteriors.json")
-                mlflow.log_dict(record.learned_state, "memory_snapshot.json")
-                mlflow.log_dict(
+                _log_dict(record.posteriors(), "posteriors.json")
+                _log_dict(record.learned_state, "memory_snapshot.json")
+                _log_dict(
                     {"reflections": record.reflections, "frozen_checks": record.frozen_checks},
                     "reflections.json",
                 )
-                mlflow.log_dict(record.rule_frequencies, "rule_frequencies.json")
+                _log_dict(record.rule_frequencies, "rule_frequencies.json")
                 if len(record.arms) > 1:
                     png = plot_run_posteriors(record, Path(tmp) / f"{label}-posteriors.png")
                     mlflow.log_artifact(str(png), artifact_path="plots")

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import sqlalchemy as sa
 
 from infra.tracking_reflection import ReflectionRuns
 from infra.tracking_registry import DefinitionRegistry
@@ -34,6 +33,7 @@ from infra.tracking_sets import log_decision_set, set_tags
 from reflexmem.evaluation.promote import PromotionResult
 from reflexmem.evaluation.runs import BatchInfo, EvaluationResult, batch_metrics, tracking_table
 from reflexmem.operations.resources import ReflectionRun
+from reflexmem.redact import redact
 from reflexmem.reflection.batch import RoleReport
 from reflexmem.registry import RoleRegistry
 
@@ -51,9 +51,8 @@ WHERE batch_id = '{batch_id}'
 
 
 def _safe_url(url: str | None) -> str:
-    if not url:
-        return ""
-    return sa.make_url(url).render_as_string(hide_password=True)
+    """The ledger URL with every credential form masked (user info, secret parameters)."""
+    return str(redact(url)) if url else ""
 
 
 def _joined(values: pl.Series) -> str:

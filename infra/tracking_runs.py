@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import tempfile
 import time
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -56,14 +55,14 @@ class RunStore:
 
     @property
     def client(self) -> Any:
-        """The MLflow client (created on first use; tracking and registry on one URI)."""
-        if self._client_obj is None:
-            warnings.filterwarnings("ignore", category=DeprecationWarning)
-            import mlflow
+        """The MLflow client (created on first use; tracking and registry on one URI).
 
-            self._client_obj = mlflow.MlflowClient(
-                tracking_uri=self.tracking_uri, registry_uri=self.tracking_uri
-            )
+        It redacts every credential form from what it writes (`infra/tracking_redact.py`).
+        """
+        if self._client_obj is None:
+            from infra.tracking_redact import redacting_client
+
+            self._client_obj = redacting_client(self.tracking_uri, self.tracking_uri)
         return self._client_obj
 
     def experiment(self, name: str, description: str | None = None) -> str:

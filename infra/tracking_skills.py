@@ -22,11 +22,11 @@ from __future__ import annotations
 import json
 import math
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from infra.tracking_redact import redacting_client
 from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.reflex.lifecycle import Evidence
 from reflexmem.reflex.skills import SkillSpec
@@ -68,10 +68,7 @@ class SkillTracker:
     def client(self) -> Any:
         """The MLflow client, created on first use (MLflow takes seconds to import)."""
         if self._client is None:
-            warnings.filterwarnings("ignore", category=DeprecationWarning)
-            import mlflow
-
-            self._client = mlflow.MlflowClient(tracking_uri=self.tracking_uri)
+            self._client = redacting_client(self.tracking_uri)
         return self._client
 
     def experiment_id(self) -> str:

@@ -86,11 +86,9 @@ class StructureRegistry:
         """The MLflow client (tracking and registry on the same URI)."""
         if self._client is None:
             with _quiet():
-                import mlflow
+                from infra.tracking_redact import redacting_client
 
-                self._client = mlflow.MlflowClient(
-                    tracking_uri=self.tracking_uri, registry_uri=self.tracking_uri
-                )
+                self._client = redacting_client(self.tracking_uri, self.tracking_uri)
         return self._client
 
     def _experiment(self) -> str:

@@ -1,7 +1,9 @@
 """One settings object for every entry point, read from `REFLEX_*` environment variables.
 
 Entry points (CLI, flows, notebooks) build a `Settings` once and pass it down; nothing
-below them reads the environment. `infra/resources.py` turns a `Settings` into the
+below them reads the environment. Settings that are or hold secrets are marked
+(`SecretStr`, or `SECRET_URL` for URLs with credentials) so that redaction finds them
+all (`reflexmem.redact.secret_values`). `infra/resources.py` turns a `Settings` into the
 resources the operations need (engine, registry, price source, tracker, reflector,
 embedder), so every choice of implementation is made in one place from these fields.
 
@@ -18,12 +20,16 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, JsonValue, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BENCH_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+SECRET_URL: dict[str, JsonValue] = {"secret": "url"}
+"""Marks a URL setting whose credentials (user-info password, secret query parameters)
+are secrets: `reflexmem.redact.secret_values` collects them, and every MLflow tag,
+param and artifact, Prefect artifact and log line masks them."""
 
 
 class MemoryMode(StrEnum):
@@ -56,10 +62,14 @@ class LLMSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="REFLEX_LLM_", frozen=True, extra="ignore")
 
     reflector: Literal["rules", "openai"] = "rules"
-    base_url: str | None = None
+    base_url: str | None = Field(default=None, json_schema_extra=SECRET_URL)
     model: str | None = None
     api_key: SecretStr | None = None
+    """Secret: never logged, tagged or stored (`reflexmem.redact`)."""
     timeout_s: float = Field(default=30.0, gt=0)
+    """Wall-clock limit of one model response: connect, headers and the whole body."""
+    max_response_bytes: int = Field(default=262_144, gt=0)
+    """Largest response body read from the model (a valid answer is under 4 KiB)."""
     max_retries: int = Field(default=2, ge=0)
     calls_per_batch: int = Field(default=200, ge=0)
     tokens_per_batch: int = Field(default=300_000, ge=0)
@@ -75,18 +85,22 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="REFLEX_", frozen=True, extra="ignore")
 
     home: Path = Path(".reflex")
-    database_url: str | None = None
-    mlflow_tracking_uri: str | None = None
+    database_url: str | None = Field(default=None, json_schema_extra=SECRET_URL)
+    mlflow_tracking_uri: str | None = Field(default=None, json_schema_extra=SECRET_URL)
     artifact_root: Path | None = None
     """Where MLflow artifacts of new experiments go (None: `home/mlartifacts`)."""
     mlflow_ui_url: str = "http://127.0.0.1:5000"
     """Base URL of the MLflow UI, for the links lineage, reports and Prefect artifacts print."""
-    bench_postgres_url: str = DEFAULT_BENCH_POSTGRES_URL
+    bench_postgres_url: str = Field(
+        default=DEFAULT_BENCH_POSTGRES_URL, json_schema_extra=SECRET_URL
+    )
     role_memory_mode: MemoryMode = Field(
         default=MemoryMode.SHADOW,
         validation_alias=AliasChoices("REFLEX_ROLE_MEMORY_MODE", "ROLE_MEMORY_MODE"),
     )
     min_evaluation_points: int = Field(default=3, ge=1)
+    admission_lock_wait_s: float = Field(default=30.0, ge=0)
+    """How long an admission batch waits for another one to finish before it gives up."""
     prices: str = "ledger"
     """`ledger` (the `market_bars` table) or the path of a price panel file."""
     embedder: Literal["none", "hashing", "minilm"] = "none"

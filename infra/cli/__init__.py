@@ -13,6 +13,7 @@ from infra.cli import (  # noqa: F401  (register commands)
     evaluation,
     experiments,
     ledger,
+    lessons,
     lineage,
     memory,
     review,

@@ -209,3 +209,21 @@ def bench_skills_cmd(
         err.print(f"[red]bench skills:[/red] {exc}")
         raise typer.Exit(2) from exc
     emit(result, as_json)
+
+
+@bench_app.command("crash")
+def bench_crash_cmd(
+    trials: Annotated[int, typer.Option(help="Kill-and-rerun trials.")] = 10,
+    backend: Annotated[str, typer.Option(help="sqlite or postgres.")] = "sqlite",
+    decisions: Annotated[int, typer.Option(help="Decisions in the generated stream.")] = 5000,
+    seed: Annotated[int, typer.Option(help="Seed of the stream and of the kill instants.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """SIGKILL the cycle at random points, rerun it, compare every table with a clean run."""
+    from infra.bench_crash import run_bench
+
+    check_backend(backend)
+    emit(
+        run_bench(Settings(), trials=trials, backend=backend, decisions=decisions, seed=seed),
+        as_json,
+    )

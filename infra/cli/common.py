@@ -56,9 +56,12 @@ def counts_table(title: str, counts: dict[str, int]) -> Table:
 
 
 def print_admission(result: AdmissionResult) -> None:
-    """Print one admission batch's verdict table."""
+    """Print one admission batch's verdict table (or that another batch held the lock)."""
     from infra.render import admission_table
 
+    if result.busy:
+        console.print("another admission is running; nothing judged (run `reflexmem admit` again)")
+        return
     console.print(admission_table(result))
 
 
@@ -71,15 +74,16 @@ def open_resources(settings: Settings | None = None) -> Resources:
     """
     from infra.migrate import SchemaNotCurrent
     from infra.resources import build_resources
+    from reflexmem.redact import redact
     from reflexmem.settings import Settings
 
     try:
         return build_resources(settings or Settings())
     except SchemaNotCurrent as exc:
-        err.print(f"[red]{exc}[/red]", soft_wrap=True)
+        err.print(f"[red]{redact(str(exc))}[/red]", soft_wrap=True)
         raise typer.Exit(2) from exc
     except (ValueError, OSError) as exc:
-        err.print(f"[red]cannot start:[/red] {exc}", soft_wrap=True)
+        err.print(f"[red]cannot start:[/red] {redact(str(exc))}", soft_wrap=True)
         raise typer.Exit(2) from exc
 
 

@@ -76,11 +76,24 @@ def ingest(
 
 
 @app.command("admit")
-def admit_cmd() -> None:
-    """Admit every not-yet-admitted execution (fail-closed, guarded by Great Expectations)."""
+def admit_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Admit every not-yet-admitted execution (fail-closed, guarded by Great Expectations).
+
+    Batches are serialised: one that waits `REFLEX_ADMISSION_LOCK_WAIT_S` for another
+    to finish exits 0 saying "another admission is running".
+    """
+    from dataclasses import asdict
+
+    from infra.cli.common import emit
     from reflexmem.operations import intake
 
-    print_admission(intake.admit(open_resources()))
+    result = intake.admit(open_resources())
+    if as_json:
+        emit(asdict(result), as_json=True)
+        return
+    print_admission(result)
 
 
 @preview_app.command("consume")

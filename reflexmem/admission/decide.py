@@ -1,7 +1,8 @@
-"""Turn expectation failures into verdicts: role case (eligible or pending) or quarantine.
+"""Turn expectation failures into verdicts: role case (eligible or pending), quarantine, revocation.
 
-Conservation is checked here, not hoped for: every staged execution gets exactly one
-verdict, and a failure naming an execution that was not staged is an error.
+Conservation is checked here, not hoped for: every staged execution judged for the first
+time gets exactly one verdict, a re-judged case is either kept or revoked, and a failure
+naming an execution that was not staged is an error.
 """
 
 from __future__ import annotations
@@ -14,6 +15,35 @@ from reflexmem.ledger.enums import CaseState, QuarantineReason
 
 FAILURE_SCHEMA = {"execution_id": pl.String, "expectation": pl.String, "severity": pl.String}
 PRIORITY = [r.value for r in QuarantineReason]
+R = QuarantineReason
+REASONS: dict[str, QuarantineReason] = {
+    "role_registered": R.UNKNOWN_ROLE,
+    "identity_matches": R.IDENTITY_MISMATCH,
+    "markers_well_formed": R.MALFORMED_MARKERS,
+    "executed_after_decision": R.EXECUTED_BEFORE_DECISION,
+    "preview_before_execution": R.PREVIEW_AFTER_EXECUTION,
+    "consumed_before_execution": R.CONSUMPTION_OUT_OF_ORDER,
+    "position_identified": R.POSITION_AMBIGUOUS,
+    "settled_after_open": R.SETTLED_BEFORE_OPEN,
+    "settlement_has_return": R.SETTLEMENT_RETURN_INVALID,
+}
+"""Expectations whose reason code is fixed (the suite's `meta.reason` says the same)."""
+EVIDENCE = (
+    "execution_id",
+    "decision_id",
+    "role_id",
+    "origin",
+    "origin_class",
+    "preview_state",
+    "identity_mismatch",
+    "automation_markers",
+    "case_id",
+    "case_state",
+    "case_batch_id",
+)
+
+
+CASE_COLUMNS = ("case_id", "case_state", "case_batch_id")
 
 
 class ConservationError(AssertionError):
@@ -26,6 +56,7 @@ class Verdicts:
 
     cases: pl.DataFrame
     quarantine: pl.DataFrame
+    revocations: pl.DataFrame
     rows_in: int
 
     @property
@@ -40,89 +71,129 @@ class Verdicts:
 
     @property
     def quarantined(self) -> int:
-        """Rows held back."""
-        return self.quarantine.height
+        """Rows judged for the first time and held back."""
+        return self.quarantine.height - self.revocations.height
+
+    @property
+    def revoked(self) -> int:
+        """Cases of earlier batches this batch took back."""
+        return self.revocations.height
 
 
 def _reason(expectation: pl.Expr) -> pl.Expr:
     """Map a failed expectation plus the row's evidence to a reason code."""
+    fixed = pl.lit(None, dtype=pl.String)
+    for name, code in REASONS.items():
+        fixed = pl.when(expectation == name).then(pl.lit(code.value)).otherwise(fixed)
+    origin = pl.col("origin_class")
+    preview = pl.col("preview_state")
     return (
-        pl.when(expectation == "role_registered")
-        .then(pl.lit(QuarantineReason.UNKNOWN_ROLE.value))
-        .when((expectation == "origin_manual") & (pl.col("origin_class") == "automated"))
-        .then(pl.lit(QuarantineReason.AUTOMATED_ORIGIN.value))
-        .when((expectation == "origin_manual") & (pl.col("origin_class") == "unknown"))
-        .then(pl.lit(QuarantineReason.UNKNOWN_ORIGIN.value))
+        pl.when((expectation == "origin_manual") & (origin == "automated"))
+        .then(pl.lit(R.AUTOMATED_ORIGIN.value))
+        .when((expectation == "origin_manual") & (origin == "unknown"))
+        .then(pl.lit(R.UNKNOWN_ORIGIN.value))
         .when(expectation == "origin_manual")
-        .then(pl.lit(QuarantineReason.UNVERIFIED_EXTERNAL.value))
-        .when((expectation == "preview_consumed_once") & (pl.col("preview_state") == "missing"))
-        .then(pl.lit(QuarantineReason.PREVIEW_MISSING.value))
-        .when((expectation == "preview_consumed_once") & (pl.col("preview_state") == "unconsumed"))
-        .then(pl.lit(QuarantineReason.PREVIEW_UNCONSUMED.value))
+        .then(pl.lit(R.UNVERIFIED_EXTERNAL.value))
+        .when((expectation == "preview_consumed_once") & (preview == "missing"))
+        .then(pl.lit(R.PREVIEW_MISSING.value))
+        .when((expectation == "preview_consumed_once") & (preview == "unconsumed"))
+        .then(pl.lit(R.PREVIEW_UNCONSUMED.value))
         .when(expectation == "preview_consumed_once")
-        .then(pl.lit(QuarantineReason.PREVIEW_REUSED.value))
-        .when(expectation == "identity_matches")
-        .then(pl.lit(QuarantineReason.IDENTITY_MISMATCH.value))
-        .otherwise(pl.lit(None, dtype=pl.String))
+        .then(pl.lit(R.PREVIEW_REUSED.value))
+        .otherwise(fixed)
+    )
+
+
+def _held(staged: pl.DataFrame, critical: pl.DataFrame, batch_id: str) -> pl.DataFrame:
+    """One quarantine row per staged execution with a critical failure (primary reason first)."""
+    flagged = critical.join(staged.select(EVIDENCE), on="execution_id", how="left").with_columns(
+        _reason(pl.col("expectation")).alias("reason_code")
+    )
+    unmapped = flagged.filter(pl.col("reason_code").is_null())
+    if unmapped.height:
+        names = sorted(set(unmapped["expectation"].to_list()))
+        raise ConservationError(f"critical expectations with no reason code: {names}")
+    rank = pl.col("reason_code").replace_strict(PRIORITY, list(range(len(PRIORITY))))
+    evidence = pl.format(
+        "origin={} ({}); preview={}; identity={}; markers={}",
+        pl.col("origin").first(),
+        pl.col("origin_class").first(),
+        pl.col("preview_state").first(),
+        pl.col("identity_mismatch").first().fill_null("ok"),
+        pl.col("automation_markers").first().fill_null("none"),
+    )
+    revoking = pl.format(
+        "revoked case {} ({}, admitted by batch {}) in batch {}: ",
+        pl.col("case_id").first(),
+        pl.col("case_state").first(),
+        pl.col("case_batch_id").first(),
+        pl.lit(batch_id),
+    )
+    return (
+        flagged.with_columns(rank.alias("_rank"))
+        .sort("_rank", "expectation")
+        .group_by("execution_id", maintain_order=True)
+        .agg(
+            pl.col("reason_code").first(),
+            pl.col("expectation").unique().sort().str.join(",").alias("failed_expectations"),
+            pl.col("decision_id").first(),
+            pl.col("role_id").first(),
+            pl.col("case_id").first(),
+            pl.col("case_state").first(),
+            pl.col("case_batch_id").first(),
+            pl.when(pl.col("case_id").first().is_null())
+            .then(evidence)
+            .otherwise(pl.concat_str(revoking, evidence))
+            .alias("detail"),
+        )
+        .sort("execution_id")
     )
 
 
 def decide(staged: pl.DataFrame, failures: pl.DataFrame, *, batch_id: str) -> Verdicts:
-    """Verdicts for every staged row; `failures` has execution_id, expectation, severity."""
+    """Verdicts for every staged row; `failures` has execution_id, expectation, severity.
+
+    Staged rows without a `case_id` are judged for the first time: a critical failure
+    quarantines them, a warning keeps them pending, otherwise they become eligible.
+    Rows with a `case_id` are re-judged cases: a critical failure revokes the case
+    (quarantine plus a revocation row), anything else leaves it as it is.
+    """
+    if "case_id" not in staged.columns:
+        staged = staged.with_columns(pl.lit(None, dtype=pl.String).alias(c) for c in CASE_COLUMNS)
     stray = failures.join(staged.select("execution_id"), on="execution_id", how="anti")
     if stray.height:
         raise ConservationError(f"failures name executions that were not staged: {stray.head(3)}")
-    critical = failures.filter(pl.col("severity") == "critical")
-    evidence = staged.select(
-        "execution_id",
+    held = _held(staged, failures.filter(pl.col("severity") == "critical"), batch_id)
+    quarantine = held.select(
+        pl.lit("execution").alias("subject_kind"),
+        pl.col("execution_id").alias("subject_id"),
         "decision_id",
         "role_id",
-        "origin",
-        "origin_class",
-        "preview_state",
-        "identity_mismatch",
-        "automation_markers",
+        "reason_code",
+        "failed_expectations",
+        "detail",
+        pl.lit(batch_id).alias("batch_id"),
     )
-    flagged = critical.join(evidence, on="execution_id", how="left").with_columns(
-        _reason(pl.col("expectation")).alias("reason_code")
+    revocations = held.filter(pl.col("case_id").is_not_null()).select(
+        "case_id",
+        "execution_id",
+        "reason_code",
+        "failed_expectations",
+        pl.col("case_state").alias("previous_state"),
+        pl.col("case_batch_id").alias("admitted_batch_id"),
+        pl.lit(batch_id).alias("revoked_by_batch_id"),
+        "detail",
     )
-    rank = pl.col("reason_code").replace_strict(PRIORITY, list(range(len(PRIORITY))))
-    quarantine = (
-        flagged.with_columns(rank.alias("_rank"))
-        .sort("_rank")
-        .group_by("execution_id", maintain_order=True)
-        .agg(
-            pl.col("reason_code").first(),
-            pl.col("expectation")
-            .unique(maintain_order=True)
-            .sort()
-            .str.join(",")
-            .alias("failed_expectations"),
-            pl.col("decision_id").first(),
-            pl.col("role_id").first(),
-            pl.format(
-                "origin={} ({}); preview={}; identity={}; markers={}",
-                pl.col("origin").first(),
-                pl.col("origin_class").first(),
-                pl.col("preview_state").first(),
-                pl.col("identity_mismatch").first().fill_null("ok"),
-                pl.col("automation_markers").first().fill_null("none"),
-            ).alias("detail"),
-        )
-        .rename({"execution_id": "subject_id"})
-        .with_columns(pl.lit("execution").alias("subject_kind"), pl.lit(batch_id).alias("batch_id"))
-    )
+    new = staged.filter(pl.col("case_id").is_null())
     deferred = (
         failures.filter(pl.col("severity") != "critical")
         .select("execution_id")
         .unique()
         .with_columns(pl.lit(True).alias("_deferred"))
     )
-    passing = staged.join(
-        quarantine.select(pl.col("subject_id").alias("execution_id")),
-        on="execution_id",
-        how="anti",
-    ).join(deferred, on="execution_id", how="left")
+    passing = new.join(held.select("execution_id"), on="execution_id", how="anti").join(
+        deferred, on="execution_id", how="left"
+    )
     deferred_flag = pl.col("_deferred").fill_null(False)
     cases = passing.select(
         pl.format("case-{}", pl.col("execution_id")).alias("case_id"),
@@ -137,15 +208,18 @@ def decide(staged: pl.DataFrame, failures: pl.DataFrame, *, batch_id: str) -> Ve
             "origin",
             "origin_class",
             "preview_id",
+            "position_id",
             pl.lit(batch_id).alias("batch_id"),
         )
         .struct.json_encode()
         .alias("provenance"),
     )
-    verdicts = Verdicts(cases=cases, quarantine=quarantine, rows_in=staged.height)
-    if verdicts.admitted + verdicts.pending + verdicts.quarantined != staged.height:
+    verdicts = Verdicts(
+        cases=cases, quarantine=quarantine, revocations=revocations, rows_in=new.height
+    )
+    if verdicts.admitted + verdicts.pending + verdicts.quarantined != new.height:
         raise ConservationError(
-            f"rows in {staged.height} != admitted {verdicts.admitted} + pending "
+            f"rows in {new.height} != admitted {verdicts.admitted} + pending "
             f"{verdicts.pending} + quarantined {verdicts.quarantined}"
         )
     return verdicts

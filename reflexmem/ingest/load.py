@@ -131,6 +131,26 @@ def _check_references(conn: sa.Connection, file: LedgerFile, stage: str) -> None
             )
 
 
+def _check_position_executions(conn: sa.Connection, file: LedgerFile, stage: str) -> None:
+    """A position that names its execution must name an execution of its own decision."""
+    if file.schema.kind != "outcomes":
+        return
+    hit = conn.execute(
+        sa.text(
+            f"SELECT s.{ROW}, s.execution_id, e.decision_id FROM {quote_ident(conn, stage)} s "
+            "JOIN trade_executions e ON e.execution_id = s.execution_id "
+            f"WHERE e.decision_id <> s.decision_id ORDER BY s.{ROW} LIMIT 1"
+        )
+    ).first()
+    if hit is not None:
+        raise IngestError(
+            file.path,
+            f"execution {hit[1]!r} belongs to decision {hit[2]!r}, not to this position's",
+            row=int(hit[0]),
+            column="execution_id",
+        )
+
+
 def _canonical_json(text: str | None) -> str | None:
     return None if text is None else json.dumps(json.loads(text), sort_keys=True)
 
@@ -252,6 +272,7 @@ def ingest_files(
             continue
         stage = _stage(conn, file.schema, frame)
         _check_references(conn, file, stage)
+        _check_position_executions(conn, file, stage)
         report.unchanged_rows[file.schema.kind] += _check_conflicts(conn, file, stage, frame)
         report.added[file.schema.kind] += _append_new(conn, file.schema, stage)
         conn.execute(sa.text(f"DROP TABLE {quote_ident(conn, stage)}"))

@@ -166,7 +166,9 @@ def _convert(source: pl.DataFrame, col: Column) -> pl.Expr:
         if dtype == pl.String:
             return expr.str.strip_chars().cast(target, strict=False)
         return expr.cast(target, strict=False)
-    text = expr.cast(pl.String).str.strip_chars()
+    # Text is stored exactly as given (IDs and vocabularies are compared exactly); only
+    # the empty string means "no value".
+    text = expr.cast(pl.String)
     return pl.when(text == "").then(None).otherwise(text)
 
 
@@ -178,6 +180,54 @@ def _check_json(frame: pl.DataFrame, name: str, path: Path) -> None:
     if bad.any():
         row = _first_row(frame, bad)
         raise IngestError(path, "is not valid JSON", row=row, column=name)
+
+
+NUL = "\x00"
+JSON_NUL = "\\u0000"
+"""A NUL written as a JSON escape: PostgreSQL cannot store it in text either."""
+
+
+def _fail(frame: pl.DataFrame, bad: pl.Series, col: Column, path: Path, why: str) -> None:
+    if bad.any():
+        raise IngestError(
+            path,
+            f"{_sample(frame, bad, col.name)} {why}",
+            row=_first_row(frame, bad),
+            column=col.name,
+        )
+
+
+def _check_value(
+    raw: pl.DataFrame, parsed: pl.DataFrame, col: Column, path: Path, *, ledger: bool
+) -> None:
+    """Refuse values no ledger row can hold.
+
+    NUL bytes in any text; for ledger kinds also non-finite numbers, fractional values
+    of integer columns and numbers below their column's minimum (market bars leave
+    those to their expectation suite, which quarantines the bar instead).
+    """
+    value = parsed[col.name]
+    if col.type in ("str", "json"):
+        nul = value.str.contains(NUL, literal=True).fill_null(False)
+        if col.type == "json":
+            nul = nul | value.str.contains(JSON_NUL, literal=True).fill_null(False)
+        _fail(parsed, nul, col, path, "contains a NUL byte")
+        return
+    if col.type not in ("float", "int") or not ledger:
+        return
+    source = raw[col.name]
+    if col.type == "int" and source.dtype.is_float():
+        whole = source.is_finite() & (source == source.floor()) & (source.abs() < 2.0**63)
+        fractional = source.is_not_null() & ~whole.fill_null(False)
+        _fail(raw, fractional, col, path, "is not a whole number")
+    if col.type == "float":
+        _fail(raw, value.is_not_null() & ~value.is_finite(), col, path, "is not a finite number")
+    if col.minimum is not None:
+        low = value < col.minimum
+        if col.exclusive:
+            low = low | (value == col.minimum)
+        bound = "greater than" if col.exclusive else "at least"
+        _fail(raw, low.fill_null(False), col, path, f"must be {bound} {col.minimum:g}")
 
 
 def coerce(raw: pl.DataFrame, schema: FileSchema, path: Path) -> pl.DataFrame:
@@ -221,6 +271,7 @@ def coerce(raw: pl.DataFrame, schema: FileSchema, path: Path) -> pl.DataFrame:
             )
         if col.default is not None:
             parsed = parsed.with_columns(pl.col(col.name).fill_null(col.default))
+        _check_value(raw, parsed, col, path, ledger=schema.suite is None)
         if col.max_length is not None:
             long = parsed[col.name].str.len_chars() > col.max_length
             if long.any():

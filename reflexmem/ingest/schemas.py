@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
 
+from reflexmem.ingest.lengths import CODE_CHARS, ID_CHARS, SCENARIO_CHARS
 from reflexmem.ledger.enums import Direction, Instrument, Origin, PositionStatus
 
 ColumnType = Literal["str", "float", "int", "bool", "timestamp", "json"]
@@ -34,6 +35,10 @@ class Column:
     """The column must be present, but an empty value is for the kind's suite to judge."""
     day_end: bool = False
     """A bare date (no time) means the last microsecond of that UTC day, not its start."""
+    minimum: float | None = None
+    """Numbers: the smallest allowed value (ledger kinds refuse anything below)."""
+    exclusive: bool = False
+    """Numbers: `minimum` itself is refused too (a quantity or a price must be positive)."""
 
 
 @dataclass(frozen=True)
@@ -66,21 +71,28 @@ class FileSchema:
         return self.key
 
 
+ID = ID_CHARS
+CODE = CODE_CHARS
+
 DECISIONS = FileSchema(
     kind="decisions",
     table="trading_decisions",
     key="decision_id",
     doc="What an agent decided, in which declared role, with its evidence.",
     columns=(
-        Column("decision_id", doc="unique decision ID"),
-        Column("agent_id", doc="the deciding agent"),
-        Column("role_id", doc="declared analysis role (checked at admission, not here)"),
-        Column("account"),
-        Column("market", doc="venue or market, e.g. `US`"),
-        Column("symbol", doc="the asset"),
+        Column("decision_id", max_length=ID, doc="unique decision ID"),
+        Column("agent_id", max_length=ID, doc="the deciding agent"),
+        Column(
+            "role_id",
+            max_length=ID,
+            doc="declared analysis role, compared exactly (checked at admission, not here)",
+        ),
+        Column("account", max_length=ID),
+        Column("market", max_length=CODE, doc="venue or market, e.g. `US`"),
+        Column("symbol", max_length=CODE, doc="the asset"),
         Column("direction", enum=Direction),
         Column("decided_at", "timestamp"),
-        Column("scenario", required=False),
+        Column("scenario", required=False, max_length=SCENARIO_CHARS),
         Column("rationale", required=False, default=""),
         Column(
             "evidence",
@@ -98,15 +110,15 @@ PREVIEWS = FileSchema(
     depends_on=("decisions",),
     doc="Manual trade previews and whether they were consumed.",
     columns=(
-        Column("preview_id"),
-        Column("decision_id", references="decisions"),
-        Column("account"),
-        Column("market"),
-        Column("symbol"),
+        Column("preview_id", max_length=ID),
+        Column("decision_id", max_length=ID, references="decisions"),
+        Column("account", max_length=ID),
+        Column("market", max_length=CODE),
+        Column("symbol", max_length=CODE),
         Column("direction", enum=Direction),
         Column("created_at", "timestamp"),
         Column("consumed_at", "timestamp", required=False),
-        Column("consumed_by_decision_id", required=False, references="decisions"),
+        Column("consumed_by_decision_id", required=False, max_length=ID, references="decisions"),
     ),
 )
 
@@ -117,21 +129,22 @@ EXECUTIONS = FileSchema(
     depends_on=("decisions", "previews"),
     doc="Orders that reached the market, with origin and automation markers.",
     columns=(
-        Column("execution_id"),
-        Column("decision_id", references="decisions"),
-        Column("preview_id", required=False, references="previews"),
-        Column("account"),
-        Column("market"),
-        Column("symbol"),
+        Column("execution_id", max_length=ID),
+        Column("decision_id", max_length=ID, references="decisions"),
+        Column("preview_id", required=False, max_length=ID, references="previews"),
+        Column("account", max_length=ID),
+        Column("market", max_length=CODE),
+        Column("symbol", max_length=CODE),
         Column("direction", enum=Direction),
         Column("instrument", enum=Instrument, required=False, default="spot"),
-        Column("origin", enum=Origin),
+        Column("origin", enum=Origin, doc="compared exactly: no trimming, no case folding"),
         Column("origin_verified", "bool", required=False, default=False),
         Column(
             "automation_markers",
             "json",
             required=False,
-            doc="JSON list of markers (job IDs, bot tags); any marker means automated",
+            doc="JSON list of markers (job IDs, bot tags); any marker means automated; "
+            "any other JSON value is quarantined at admission as `malformed_markers`",
         ),
         Column("executed_at", "timestamp"),
     ),
@@ -144,11 +157,11 @@ FILLS = FileSchema(
     depends_on=("executions",),
     doc="Fills of executions.",
     columns=(
-        Column("fill_id"),
-        Column("execution_id", references="executions"),
-        Column("quantity", "float"),
-        Column("price", "float"),
-        Column("fee", "float", required=False, default=0.0),
+        Column("fill_id", max_length=ID),
+        Column("execution_id", max_length=ID, references="executions"),
+        Column("quantity", "float", minimum=0.0, exclusive=True, doc="greater than 0"),
+        Column("price", "float", minimum=0.0, exclusive=True, doc="greater than 0"),
+        Column("fee", "float", required=False, default=0.0, minimum=0.0, doc="0 or more"),
         Column("filled_at", "timestamp"),
     ),
 )
@@ -157,22 +170,31 @@ OUTCOMES = FileSchema(
     kind="outcomes",
     table="position_lifecycles",
     key="position_id",
-    depends_on=("decisions",),
+    depends_on=("decisions", "executions"),
     doc="Position lifecycles: open, or settled with a realized return.",
     columns=(
-        Column("position_id"),
-        Column("decision_id", references="decisions"),
+        Column("position_id", max_length=ID),
+        Column("decision_id", max_length=ID, references="decisions"),
+        Column(
+            "execution_id",
+            required=False,
+            max_length=ID,
+            references="executions",
+            doc="the execution this position belongs to (an execution of this decision); "
+            "empty: the decision's only position",
+        ),
         Column("status", enum=PositionStatus),
         Column("opened_at", "timestamp"),
         Column("settled_at", "timestamp", required=False),
-        Column("entry_price", "float", required=False),
-        Column("exit_price", "float", required=False),
+        Column("entry_price", "float", required=False, minimum=0.0, exclusive=True),
+        Column("exit_price", "float", required=False, minimum=0.0, exclusive=True),
         Column("realized_return", "float", required=False),
         Column(
             "evaluation_points",
             "int",
             required=False,
             default=0,
+            minimum=0.0,
             doc="price observations available to evaluate the outcome",
         ),
     ),
@@ -185,7 +207,7 @@ BARS = FileSchema(
     suite="bars",
     doc="Market bars, daily or intraday: the prices positions settle on.",
     columns=(
-        Column("symbol", max_length=32, doc="the asset, spelled as decisions spell it"),
+        Column("symbol", max_length=CODE, doc="the asset, spelled as decisions spell it"),
         Column(
             "ts",
             "timestamp",

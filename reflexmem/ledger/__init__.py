@@ -10,5 +10,6 @@ from reflexmem.ledger import market_models as market_models
 from reflexmem.ledger import memory_models as memory_models
 from reflexmem.ledger import reflection_models as reflection_models
 from reflexmem.ledger import reflex_models as reflex_models
+from reflexmem.ledger import safety_models as safety_models
 from reflexmem.ledger import skill_cycle_models as skill_cycle_models
 from reflexmem.ledger import structure_models as structure_models

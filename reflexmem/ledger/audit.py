@@ -35,7 +35,8 @@ def _grouped(
 def ledger_counts(conn: sa.Connection) -> LedgerCounts:
     """Counts the doctor reports; two of them must be zero in a healthy store."""
     executions = conn.execute(sa.select(sa.func.count()).select_from(TradeExecution)).scalar_one()
-    accounted = sa.union_all(
+    # A revoked case's execution has both a case and a quarantine row: count it once.
+    accounted = sa.union(
         sa.select(RoleCase.execution_id.label("eid")),
         sa.select(Quarantine.subject_id.label("eid")).where(Quarantine.subject_kind == "execution"),
     ).subquery()

@@ -51,6 +51,12 @@ class CaseState(StrEnum):
     ELIGIBLE = "eligible"
     REFLECTED = "reflected"
     REFLECTION_FAILED = "reflection_failed"
+    HELD = "held"
+    """Reflected, but its lesson addresses the system: held for review, never recalled."""
+    REJECTED = "rejected"
+    """A held lesson a reviewer rejected: kept for audit, never recalled or learned."""
+    REVOKED = "revoked"
+    """Admitted once, then revoked by a later admission batch (see `case_revocations`)."""
 
 
 class PendingReason(StrEnum):
@@ -77,13 +83,21 @@ class QuarantineReason(StrEnum):
 
     UNKNOWN_ROLE = "unknown_role"
     AUTOMATED_ORIGIN = "automated_origin"
+    MALFORMED_MARKERS = "malformed_markers"
     UNKNOWN_ORIGIN = "unknown_origin"
     UNVERIFIED_EXTERNAL = "unverified_external"
     PREVIEW_MISSING = "preview_missing"
     PREVIEW_UNCONSUMED = "preview_unconsumed"
     PREVIEW_REUSED = "preview_reused"
     PREVIEW_DOUBLE_CONSUME = "preview_double_consume"
+    UNKNOWN_DECISION = "unknown_decision"
     IDENTITY_MISMATCH = "identity_mismatch"
+    EXECUTED_BEFORE_DECISION = "executed_before_decision"
+    PREVIEW_AFTER_EXECUTION = "preview_after_execution"
+    CONSUMPTION_OUT_OF_ORDER = "consumption_out_of_order"
+    POSITION_AMBIGUOUS = "position_ambiguous"
+    SETTLED_BEFORE_OPEN = "settled_before_open"
+    SETTLEMENT_RETURN_INVALID = "settlement_return_invalid"
     # Market bars (`expectations/bars.json`); each code is the `meta.name` of its expectation.
     BAR_CLOSE_MISSING = "bar_close_missing"
     BAR_CLOSE_INVALID = "bar_close_invalid"
@@ -105,3 +119,11 @@ class SubjectKind(StrEnum):
     EXECUTION = "execution"
     PREVIEW_CONSUMPTION = "preview_consumption"
     BAR = "bar"
+
+
+class LessonReviewStatus(StrEnum):
+    """Where a lesson that addresses the system is on its way through review."""
+
+    HELD = "held"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"

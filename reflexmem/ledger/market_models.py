@@ -15,6 +15,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
+from reflexmem.ingest.lengths import CODE_CHARS
 from reflexmem.ledger.models import Base
 
 
@@ -27,7 +28,7 @@ class MarketBar(Base):
         sa.Index("ix_market_bars_ts", "ts"),
     )
 
-    symbol: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    symbol: Mapped[str] = mapped_column(sa.String(CODE_CHARS), primary_key=True)
     ts: Mapped[datetime] = mapped_column(primary_key=True)
     open: Mapped[float | None]
     high: Mapped[float | None]

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from reflexmem.ingest.lengths import CODE_CHARS, ID_CHARS, SCENARIO_CHARS
 from reflexmem.ledger.enums import (
     CaseState,
     Direction,
@@ -27,7 +28,10 @@ from reflexmem.ledger.enums import (
 )
 from reflexmem.ledger.experience_models import EXPERIENCE_CONSTRAINTS, ExperienceColumns
 
-ID = sa.String(64)
+ID = sa.String(ID_CHARS)
+CODE = sa.String(CODE_CHARS)
+REASON_CHARS = 32
+"""Width of a quarantine reason code (migration 0008 widened it from 22)."""
 NAMING = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_name)s",
@@ -37,14 +41,14 @@ NAMING = {
 }
 
 
-def checked(enum: type[StrEnum], name: str) -> sa.Enum:
+def checked(enum: type[StrEnum], name: str, length: int | None = None) -> sa.Enum:
     """A portable enumeration column stored as text and guarded by a named CHECK."""
     return sa.Enum(
         enum,
         name=name,
         native_enum=False,
         create_constraint=True,
-        length=max(len(m.value) for m in enum),
+        length=length or max(len(m.value) for m in enum),
         values_callable=lambda e: [m.value for m in e],
         validate_strings=True,
     )
@@ -69,11 +73,11 @@ class TradingDecision(Base):
     agent_id: Mapped[str] = mapped_column(ID)
     role_id: Mapped[str] = mapped_column(ID, index=True)
     account: Mapped[str] = mapped_column(ID)
-    market: Mapped[str] = mapped_column(sa.String(32))
-    symbol: Mapped[str] = mapped_column(sa.String(32))
+    market: Mapped[str] = mapped_column(CODE)
+    symbol: Mapped[str] = mapped_column(CODE)
     direction: Mapped[Direction] = mapped_column(checked(Direction, "direction"))
     decided_at: Mapped[datetime]
-    scenario: Mapped[str | None] = mapped_column(sa.String(64))
+    scenario: Mapped[str | None] = mapped_column(sa.String(SCENARIO_CHARS))
     rationale: Mapped[str] = mapped_column(sa.Text, default="")
     evidence: Mapped[Any | None] = mapped_column(sa.JSON)
 
@@ -97,8 +101,8 @@ class TradePreview(Base):
         sa.ForeignKey("trading_decisions.decision_id"), index=True
     )
     account: Mapped[str] = mapped_column(ID)
-    market: Mapped[str] = mapped_column(sa.String(32))
-    symbol: Mapped[str] = mapped_column(sa.String(32))
+    market: Mapped[str] = mapped_column(CODE)
+    symbol: Mapped[str] = mapped_column(CODE)
     direction: Mapped[Direction] = mapped_column(checked(Direction, "direction"))
     created_at: Mapped[datetime]
     consume_count: Mapped[int] = mapped_column(default=0, server_default="0")
@@ -121,8 +125,8 @@ class TradeExecution(Base):
         sa.ForeignKey("trade_previews.preview_id"), index=True
     )
     account: Mapped[str] = mapped_column(ID)
-    market: Mapped[str] = mapped_column(sa.String(32))
-    symbol: Mapped[str] = mapped_column(sa.String(32))
+    market: Mapped[str] = mapped_column(CODE)
+    symbol: Mapped[str] = mapped_column(CODE)
     direction: Mapped[Direction] = mapped_column(checked(Direction, "direction"))
     instrument: Mapped[Instrument] = mapped_column(checked(Instrument, "instrument"))
     origin: Mapped[Origin] = mapped_column(checked(Origin, "origin"))
@@ -155,6 +159,10 @@ class PositionLifecycle(Base):
     decision_id: Mapped[str] = mapped_column(
         sa.ForeignKey("trading_decisions.decision_id"), index=True
     )
+    execution_id: Mapped[str | None] = mapped_column(
+        sa.ForeignKey("trade_executions.execution_id"), index=True
+    )
+    """The execution this position belongs to; null: the decision's only position."""
     status: Mapped[PositionStatus] = mapped_column(checked(PositionStatus, "position_status"))
     opened_at: Mapped[datetime]
     settled_at: Mapped[datetime | None]
@@ -298,7 +306,7 @@ class Quarantine(Base):
     decision_id: Mapped[str | None] = mapped_column(ID, index=True)
     role_id: Mapped[str | None] = mapped_column(ID)
     reason_code: Mapped[QuarantineReason] = mapped_column(
-        checked(QuarantineReason, "reason_code"), index=True
+        checked(QuarantineReason, "reason_code", REASON_CHARS), index=True
     )
     failed_expectations: Mapped[str] = mapped_column(sa.Text)
     detail: Mapped[str] = mapped_column(sa.Text, default="")
@@ -307,7 +315,11 @@ class Quarantine(Base):
 
 
 class AdmissionBatch(Base):
-    """Conservation record of one admission run: rows in = admitted + pending + quarantined."""
+    """Conservation record of one admission run: rows in = admitted + pending + quarantined.
+
+    `rows_in` counts the executions judged for the first time; `revoked` counts cases of
+    earlier batches that this batch re-judged and revoked (see `case_revocations`).
+    """
 
     __tablename__ = "admission_batches"
     __table_args__ = (
@@ -320,6 +332,7 @@ class AdmissionBatch(Base):
     admitted: Mapped[int]
     pending: Mapped[int]
     quarantined: Mapped[int]
+    revoked: Mapped[int] = mapped_column(default=0, server_default="0")
     suite: Mapped[str] = mapped_column(sa.String(64))
 
 

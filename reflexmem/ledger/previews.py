@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 
 from reflexmem.ledger.enums import QuarantineReason, SubjectKind
-from reflexmem.ledger.models import Quarantine, TradePreview
+from reflexmem.ledger.models import Quarantine, TradePreview, TradingDecision
 
 
 class PreviewError(RuntimeError):
@@ -27,10 +27,24 @@ class PreviewAlreadyConsumed(PreviewError):
     """The preview was consumed before; a second consumption is refused."""
 
 
+class DecisionNotFound(PreviewError):
+    """The consuming decision is not in the ledger."""
+
+
 def consume_preview(
     conn: sa.Connection, preview_id: str, decision_id: str, *, now: datetime | None = None
 ) -> None:
-    """Mark the preview consumed by `decision_id`, or raise if it already was."""
+    """Mark the preview consumed by `decision_id`, or raise why it cannot be."""
+    exists = conn.execute(
+        sa.select(TradePreview.preview_id).where(TradePreview.preview_id == preview_id)
+    ).first()
+    if exists is None:
+        raise PreviewNotFound(f"preview {preview_id!r} does not exist")
+    known = conn.execute(
+        sa.select(TradingDecision.decision_id).where(TradingDecision.decision_id == decision_id)
+    ).first()
+    if known is None:
+        raise DecisionNotFound(f"decision {decision_id!r} does not exist")
     done = conn.execute(
         sa.update(TradePreview)
         .where(TradePreview.preview_id == preview_id, TradePreview.consume_count == 0)
@@ -44,11 +58,9 @@ def consume_preview(
         return
     owner = conn.execute(
         sa.select(TradePreview.consumed_by_decision_id).where(TradePreview.preview_id == preview_id)
-    ).first()
-    if owner is None:
-        raise PreviewNotFound(f"preview {preview_id!r} does not exist")
+    ).scalar()
     raise PreviewAlreadyConsumed(
-        f"preview {preview_id!r} is already consumed (by decision {owner[0]!r}); "
+        f"preview {preview_id!r} is already consumed (by decision {owner!r}); "
         f"decision {decision_id!r} cannot consume it again"
     )
 

@@ -91,6 +91,10 @@ class ReflectionBatch(Base):
     failed: Mapped[int]
     deferred: Mapped[int]
     lessons: Mapped[int]
+    held: Mapped[int] = mapped_column(default=0, server_default="0")
+    """Lessons held for review because they address the system (`lesson_reviews`)."""
+    skipped: Mapped[int] = mapped_column(default=0, server_default="0")
+    """Cases that moved (e.g. were revoked) while the reflector was asked: not written."""
     model_calls: Mapped[int]
     tokens: Mapped[int]
     started_at: Mapped[datetime]

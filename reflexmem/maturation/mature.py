@@ -4,9 +4,10 @@ A case matures only when all three hold, checked in this order so the reason nam
 the first thing to wait for:
 
 1. its role's maturation period has passed since the decision (`not_due`),
-2. its position is settled (`unsettled`; `no_market_data` when the price source has no
-   bar of the symbol, or none in the position's window although it has later ones:
-   waiting will not settle it, prices must be supplied),
+2. its execution's own position is settled, and the settlement is consistent (see
+   `reflexmem.admission.settlement`; `unsettled` otherwise; `no_market_data` when the
+   price source has no bar of the symbol, or none in the position's window although it
+   has later ones: waiting will not settle it, prices must be supplied),
 3. the settlement saw at least `min_points` price bars (`insufficient_data`).
 
 Without a clock at all (no bar in the price source) every candidate is `no_market_data`.
@@ -28,6 +29,12 @@ import numpy as np
 import polars as pl
 import sqlalchemy as sa
 
+from reflexmem.admission.settlement import (
+    OWN_POSITION_COLUMNS,
+    OWN_POSITION_JOINS,
+    settlement_columns,
+    typed_positions,
+)
 from reflexmem.ledger.bulk import read_frame
 from reflexmem.ledger.enums import CaseState, PendingReason
 from reflexmem.maturation.prices import Unsettled, unsettled_reasons
@@ -35,23 +42,20 @@ from reflexmem.maturation.providers import PriceProvider
 from reflexmem.maturation.sqlio import bulk_update, parse_utc
 from reflexmem.registry import RoleRegistry
 
-CANDIDATES_SQL = """
+CANDIDATES_SQL = f"""
 SELECT rc.case_id, rc.decision_id, rc.role_id, rc.symbol, rc.state, rc.pending_reason,
-       d.decided_at, pos.settled, pos.points, pos.opened_at, pos.settled_at
+       d.decided_at, {OWN_POSITION_COLUMNS}
 FROM role_cases rc
 JOIN trading_decisions d ON d.decision_id = rc.decision_id
-LEFT JOIN (SELECT decision_id,
-                  MAX(CASE WHEN status = 'settled' THEN 1 ELSE 0 END) AS settled,
-                  MAX(CASE WHEN status = 'settled' THEN evaluation_points ELSE 0 END) AS points,
-                  MIN(opened_at) AS opened_at,
-                  MAX(CASE WHEN status = 'settled' THEN settled_at END) AS settled_at
-           FROM position_lifecycles GROUP BY decision_id) pos ON pos.decision_id = rc.decision_id
+JOIN trade_executions e ON e.execution_id = rc.execution_id
+{OWN_POSITION_JOINS}
 WHERE (rc.state = 'pending' AND rc.pending_reason IN
        ('not_due', 'unsettled', 'insufficient_data', 'no_market_data'))
    OR (rc.state = 'eligible' AND NOT EXISTS (
         SELECT 1 FROM evaluation_runs r
-        WHERE r.decision_id = rc.decision_id AND r.profile = '{profile}'))
+        WHERE r.decision_id = rc.decision_id AND r.profile = '{{profile}}'))
 """
+"""Candidates with their execution's own position (`admission.settlement`)."""
 
 
 @dataclass(frozen=True)
@@ -152,17 +156,28 @@ def name_missing_data(
     )
 
 
-def load_candidates(conn: sa.Connection, profile: str) -> pl.DataFrame:
-    """Cases the maturity check looks at (see the module docstring)."""
+def load_candidates(conn: sa.Connection, profile: str, min_points: int = 0) -> pl.DataFrame:
+    """Cases the maturity check looks at (see the module docstring).
+
+    `settled` is 1 only when the case's own position is settled *and* its settlement is
+    consistent (stamped after the opening, with a finite return): a settlement that
+    contradicts itself never matures a case; the next admission batch revokes it.
+    """
     if "'" in profile:
         raise ValueError(f"invalid profile name {profile!r}")
     raw = read_frame(conn, CANDIDATES_SQL.format(profile=profile))
-    return raw.with_columns(
+    frame = typed_positions(raw).with_columns(settlement_columns(min_points))
+    consistent = (
+        (pl.col("settlement") != "unsettled")
+        & (pl.col("settlement_time") == "ok")
+        & (pl.col("settlement_return") == "ok")
+    )
+    return frame.with_columns(
         parse_utc(pl.col("decided_at")).alias("decided_at"),
-        parse_utc(pl.col("opened_at")).alias("opened_at"),
-        parse_utc(pl.col("settled_at")).alias("settled_at"),
-        pl.col("settled").cast(pl.Int64),
-        pl.col("points").cast(pl.Int64),
+        pl.col("pos_opened_at").alias("opened_at"),
+        pl.col("pos_settled_at").alias("settled_at"),
+        consistent.cast(pl.Int64).alias("settled"),
+        pl.when(consistent).then(pl.col("points")).otherwise(0).alias("points"),
     )
 
 
@@ -176,7 +191,7 @@ def mature_cases(
     prices: PriceProvider | None = None,
 ) -> MaturityReport:
     """Apply the maturity decision to every candidate case and write what changed."""
-    cases = load_candidates(conn, profile)
+    cases = load_candidates(conn, profile, min_points)
     days = {rid: r.policy.maturation.days for rid, r in registry.roles.items()}
     decided = decide_maturity(cases, days, as_of=as_of, min_points=min_points)
     if prices is not None:

@@ -31,16 +31,24 @@ from reflexmem.registry import RoleRegistry
 OPEN_SQL = """
 SELECT p.position_id, p.decision_id, p.opened_at, p.entry_price,
        d.symbol, d.direction, d.role_id,
-       f.qty, f.notional, f.fees, f.first_fill
+       CASE WHEN p.execution_id IS NULL THEN fd.qty ELSE fx.qty END AS qty,
+       CASE WHEN p.execution_id IS NULL THEN fd.notional ELSE fx.notional END AS notional,
+       CASE WHEN p.execution_id IS NULL THEN fd.fees ELSE fx.fees END AS fees,
+       CASE WHEN p.execution_id IS NULL THEN fd.first_fill ELSE fx.first_fill END AS first_fill
 FROM position_lifecycles p
 JOIN trading_decisions d ON d.decision_id = p.decision_id
 LEFT JOIN (SELECT e.decision_id, SUM(tf.quantity) AS qty,
                   SUM(tf.quantity * tf.price) AS notional, SUM(tf.fee) AS fees,
                   MIN(tf.filled_at) AS first_fill
            FROM trade_fills tf JOIN trade_executions e ON e.execution_id = tf.execution_id
-           GROUP BY e.decision_id) f ON f.decision_id = p.decision_id
+           GROUP BY e.decision_id) fd ON fd.decision_id = p.decision_id
+LEFT JOIN (SELECT tf.execution_id, SUM(tf.quantity) AS qty,
+                  SUM(tf.quantity * tf.price) AS notional, SUM(tf.fee) AS fees,
+                  MIN(tf.filled_at) AS first_fill
+           FROM trade_fills tf GROUP BY tf.execution_id) fx ON fx.execution_id = p.execution_id
 WHERE p.status = 'open'
 """
+"""Open positions with their fills: the named execution's, else all of the decision's."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +113,9 @@ def settle_frame(
         ret = sign * (exit_.price / entry - 1.0) - fee_rate
     ok = ~np.isnat(end) & (end >= target) & np.isfinite(entry) & (entry > 0) & exit_.known
     ok &= np.isfinite(ret)
+    # Never a settlement stamped before the position opened (no bar inside its window).
+    stored_open = pos["opened_at"].dt.replace_time_zone(None).to_numpy().astype("datetime64[us]")
+    ok &= ~np.isnat(exit_.stamp) & (exit_.stamp >= stored_open)
     return pl.DataFrame(
         {
             "position_id": pos["position_id"].filter(pl.Series(ok)),

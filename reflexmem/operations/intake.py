@@ -18,6 +18,7 @@ from reflexmem.ingest.read import SUFFIXES, IngestError, detect_kind
 from reflexmem.ingest.schemas import INGEST_ORDER
 from reflexmem.ledger.enums import QuarantineReason
 from reflexmem.ledger.previews import (
+    DecisionNotFound,
     PreviewAlreadyConsumed,
     PreviewError,
     consume_preview,
@@ -110,11 +111,11 @@ def consume(res: Resources, preview_id: str, decision_id: str) -> ConsumeReport:
         with res.engine.begin() as conn:
             consume_preview(conn, preview_id, decision_id)
     except PreviewError as exc:
-        code = (
-            QuarantineReason.PREVIEW_DOUBLE_CONSUME
-            if isinstance(exc, PreviewAlreadyConsumed)
-            else QuarantineReason.PREVIEW_MISSING
-        )
+        code = QuarantineReason.PREVIEW_MISSING
+        if isinstance(exc, PreviewAlreadyConsumed):
+            code = QuarantineReason.PREVIEW_DOUBLE_CONSUME
+        elif isinstance(exc, DecisionNotFound):
+            code = QuarantineReason.UNKNOWN_DECISION
         with res.engine.begin() as conn:
             record_refused_consumption(
                 conn, f"consume-{uuid.uuid4().hex[:16]}", preview_id, decision_id, str(exc), code
@@ -124,11 +125,17 @@ def consume(res: Resources, preview_id: str, decision_id: str) -> ConsumeReport:
 
 
 def admit(res: Resources) -> AdmissionResult:
-    """One fail-closed admission batch over every execution not judged yet."""
+    """One fail-closed admission batch over every execution not judged yet.
+
+    Serialised by the admission lock: a batch that waited `res.admission_lock_wait_s`
+    without getting it judges nothing and reports `busy` (the CLI exits 0 saying
+    "another admission is running").
+    """
     with res.engine.begin() as conn:
         return admit_batch(
             conn,
             res.registry.ids,
             res.validate_admission,
             min_points=res.min_evaluation_points,
+            lock_wait_s=res.admission_lock_wait_s,
         )

@@ -170,6 +170,7 @@ class Resources:
     reflection: ReflectionSetup = field(default_factory=ReflectionSetup)
     embedder: Embedder | None = None
     min_evaluation_points: int = 3
+    admission_lock_wait_s: float = 30.0
     profile: str = "spy_daily"
     profile_version: int | None = None
     memory_seed: int = 0

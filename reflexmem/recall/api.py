@@ -15,7 +15,8 @@
    lesson drawn from many cases), only the best-ranked is returned.
 
 Every returned case is re-checked against the constraints in Python
-(`constraints.violations`); a violating row would be dropped, never returned.
+(`constraints.violations`); a violating row would be dropped, never returned. A memory
+entry made from a revoked or held case is never returned (`taint`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from reflexmem.recall.constraints import RecallConstraints, _aware, violations
 from reflexmem.recall.embeddings import Embedder, make_vector_index
 from reflexmem.recall.fts import candidate_query, sqlite_text_scores
 from reflexmem.recall.query import query_terms
+from reflexmem.recall.taint import tainted_entries
 
 log = logging.getLogger(__name__)
 
@@ -142,8 +144,11 @@ def _memory_entries(
     if c.scenario is not None:
         wanted.add(f"scenario:{c.scenario}")
     live = (EntryState.ACTIVE, EntryState.SUPERSEDED) if c.as_of else (EntryState.ACTIVE,)
+    tainted = tainted_entries(conn, ns)
     entries = [
-        e for e in entries if e.state in live and e.namespace == ns and wanted <= set(e.tags)
+        e
+        for e in entries
+        if e.state in live and e.namespace == ns and wanted <= set(e.tags) and e.id not in tainted
     ]
     n = MemoryNamespace.__table__
     clock = conn.execute(sa.select(n.c.clock).where(n.c.namespace == ns)).scalar()

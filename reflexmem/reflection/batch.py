@@ -1,29 +1,30 @@
 """Reflection batches on the ledger: build inputs in bulk, reflect, apply results in bulk.
 
-One batch reflects on one role inside one transaction that first takes the role's lock,
-so two batches of the same role never run at once: `pg_advisory_xact_lock` on
-PostgreSQL, and on SQLite the database write lock that the first statement (an upsert of
-the role's row in `reflection_role_locks`) acquires. Both are released by commit or
-rollback, so a crashed batch leaves no lock behind and its cases untouched.
+One batch reflects on one role under the role's lock (`reflexmem.reflection.locks`: a
+session advisory lock on PostgreSQL, a file lock beside a SQLite ledger), so two batches
+of the same role never run at once, and a crashed batch leaves no lock behind. The lock
+is not a transaction: the batch reads its inputs in one short transaction, asks the
+reflector with no transaction open (a model call is bounded in bytes and time, but it
+is still a network call, and a transaction held across it would stop every other writer
+of a SQLite ledger), and writes its results in a second short transaction
+(`reflexmem.reflection.apply`), which skips any case that moved meanwhile.
 
 Inputs come from the case, its decision's evidence and the decision's *primary*
 evaluation run only; a case without one is not offered. Deferred cases
 (`pending/budget_deferred`) are offered first, so the budget delays them, never drops
-them. Results are written back with staging-table updates and bulk loads:
+them. Results:
 
 * a verdict: `reflected` with class, lesson (learnable classes only) and the reflection
-  JSON (the episodes stage then records the case as an episode of the role's memory),
+  JSON (the episodes stage then records the case as an episode of the role's memory);
+  a lesson that addresses the system instead of the trade is `held` for review,
 * a failed reflection: `reflection_failed` with the error; nothing is fabricated,
 * over budget: `pending/budget_deferred`,
-* every executor audit record of the batch: a row of `executor_audit`,
-* the batch's summary row (with its tracking run, when the caller's `open_run` gives
-  one) and one `reflection_batch_cases` row per verdict, so a case leads to its batch.
+* every executor audit record of the batch: a row of `executor_audit`.
 """
 
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,16 +35,17 @@ import numpy as np
 import polars as pl
 import sqlalchemy as sa
 
-from reflexmem.executor import AuditRecord, ToolExecutor, order_tools
+from reflexmem.executor import ToolExecutor, order_tools
 from reflexmem.ledger.bulk import bulk_insert, read_frame
-from reflexmem.ledger.enums import CaseState, Direction, PendingReason
-from reflexmem.maturation.sqlio import UTC_US, bulk_update, parse_utc
+from reflexmem.ledger.enums import Direction
+from reflexmem.maturation.sqlio import UTC_US, parse_utc
+from reflexmem.reflection.apply import apply_results
 from reflexmem.reflection.budget import BudgetGate, BudgetLimits
+from reflexmem.reflection.locks import DEFAULT_TIMEOUT_S, record_holder, role_lock
 from reflexmem.reflection.types import Reflection, ReflectionInput, Reflector, parse_evidence
 from reflexmem.reflection.verdicts import verdict_frame
 from reflexmem.registry import RoleRegistry
 
-LOCK_PREFIX = "reflexmem.reflection:"
 FACTORS = ("raw_return", "benchmark_return", "realized_vol", "benchmark_shock_sigma", "signal")
 SHOCK_EVIDENCE = "macro_calendar"
 """A scheduled-event calendar in the evidence makes a market shock knowable in advance."""
@@ -109,6 +111,8 @@ class RoleReport:
     failed: int = 0
     deferred: int = 0
     lessons: int = 0
+    held: int = 0
+    skipped: int = 0
     model_calls: int = 0
     tokens: int = 0
     audit_records: int = 0
@@ -125,6 +129,8 @@ class RoleReport:
             "failed": self.failed,
             "deferred": self.deferred,
             "lessons": self.lessons,
+            "held": self.held,
+            "skipped": self.skipped,
             "model_calls": self.model_calls,
             "tokens": self.tokens,
             "audit_records": self.audit_records,
@@ -149,34 +155,6 @@ class ReflectionBatch:
 
 ReflectionOpener = Callable[[ReflectionBatch], str | None]
 """Called once per non-empty batch, before its summary row is written: the tracking run ID."""
-
-
-def acquire_role_lock(
-    conn: sa.Connection, role_id: str, holder: str, *, timeout_s: float = 600.0
-) -> None:
-    """Take the role's reflection lock for the rest of the caller's transaction."""
-    now = datetime.now(UTC)
-    if conn.dialect.name == "postgresql":
-        conn.execute(
-            sa.text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": LOCK_PREFIX + role_id}
-        )
-    upsert = sa.text(
-        "INSERT INTO reflection_role_locks (role_id, holder, acquired_at) "
-        "VALUES (:r, :h, :t) ON CONFLICT (role_id) DO UPDATE "
-        "SET holder = excluded.holder, acquired_at = excluded.acquired_at"
-    )
-    deadline = time.monotonic() + timeout_s
-    pause = 0.02
-    while True:
-        try:
-            conn.execute(upsert, {"r": role_id, "h": holder, "t": now})
-            return
-        except sa.exc.OperationalError as exc:
-            # SQLite: another batch holds the write lock longer than the busy timeout.
-            if "locked" not in str(exc).lower() or time.monotonic() > deadline:
-                raise
-            time.sleep(pause)
-            pause = min(pause * 2, 0.5)
 
 
 def load_inputs(conn: sa.Connection, role_id: str, *, profile: str, limit: int) -> pl.DataFrame:
@@ -296,46 +274,23 @@ def charge_usage(conn: sa.Connection, day: str, calls: int, tokens: int) -> None
 
 
 def _reserve(
-    conn: sa.Connection, engine: sa.Engine, limits: BudgetLimits, day: date, inputs: list[Any]
+    engine: sa.Engine, limits: BudgetLimits, day: date, inputs: list[Any]
 ) -> tuple[BudgetGate, list[Any], list[Any]]:
-    """Admit against the persisted day usage and persist the reservation at once.
+    """Admit against the persisted day usage and commit the reservation at once.
 
-    On PostgreSQL the reservation commits in its own short transaction under a row lock,
-    so batches of other roles see it while this one is still reflecting; on SQLite the
-    batch already holds the only write lock and charges on its own connection.
+    The reservation commits in its own short transaction (under a row lock on
+    PostgreSQL, the write lock on SQLite), so batches of other roles see it while this
+    one waits on the model; a batch that crashes after it leaves it charged (the budget
+    errs on the side of fewer calls).
     """
     key = day.isoformat()
-
-    def admit(c: sa.Connection) -> tuple[BudgetGate, list[Any], list[Any]]:
+    with engine.begin() as c:
         calls, tokens = _usage_row(c, key, lock=True)
         gate = BudgetGate(limits, day=day, ledger={key: {"calls": calls, "tokens": tokens}})
         allowed, deferred = gate.admit(inputs)
         after = gate.ledger[key]
         charge_usage(c, key, after["calls"] - calls, after["tokens"] - tokens)
-        return gate, allowed, [d.item for d in deferred]
-
-    if conn.dialect.name == "postgresql":
-        with engine.begin() as side:
-            return admit(side)
-    return admit(conn)
-
-
-def _audit_frame(records: Sequence[AuditRecord], batch_id: str, role_id: str) -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            "batch_id": [batch_id] * len(records),
-            "role_id": [role_id] * len(records),
-            "at": pl.Series([r.at for r in records], dtype=UTC_US),
-            "caller": [r.caller for r in records],
-            "tool": [r.tool for r in records],
-            "effects": [json.dumps(list(r.effects)) for r in records],
-            "arguments": [json.dumps(r.arguments, default=str) for r in records],
-            "outcome": [r.outcome for r in records],
-            "reason": [r.reason for r in records],
-            "attempts": [r.attempts for r in records],
-            "idempotency_key": pl.Series([r.idempotency_key for r in records], dtype=pl.String),
-        }
-    )
+    return gate, allowed, [d.item for d in deferred]
 
 
 def reflect_role(
@@ -351,9 +306,10 @@ def reflect_role(
     day: date | None = None,
     executor: ToolExecutor | None = None,
     on_locked: Callable[[str], None] | None = None,
+    lock_timeout_s: float = DEFAULT_TIMEOUT_S,
     open_run: ReflectionOpener | None = None,
 ) -> RoleReport:
-    """Reflect on one role's offerable cases in one locked transaction.
+    """Reflect on one role's offerable cases under the role's lock (see the module doc).
 
     `open_run` (the tracker's, if any) is handed the batch just before its summary row
     is written and returns the tracking run ID stored on that row.
@@ -362,11 +318,11 @@ def reflect_role(
     batch_id = f"refl-{uuid.uuid4().hex[:20]}"
     started = datetime.now(UTC)
     audit_from = len(executor.audit) if executor is not None else 0
-    with engine.begin() as conn:
-        acquire_role_lock(conn, role_id, batch_id)
+    with role_lock(engine, role_id, timeout_s=lock_timeout_s):
         if on_locked is not None:
             on_locked(batch_id)
-        frame = load_inputs(conn, role_id, profile=profile, limit=limit)
+        with engine.connect() as conn:
+            frame = load_inputs(conn, role_id, profile=profile, limit=limit)
         if frame.height == 0:
             # Nothing offerable: no batch row, so a re-run after a crash adds no empty batch.
             return RoleReport(role_id=role_id, batch_id=batch_id)
@@ -375,100 +331,84 @@ def reflect_role(
         gate: BudgetGate | None = None
         if budget is not None and inputs:
             gate, inputs, deferred = _reserve(
-                conn, engine, budget, day or datetime.now(UTC).date(), inputs
+                engine, budget, day or datetime.now(UTC).date(), inputs
             )
-        results = reflector.reflect(inputs) if inputs else []
+        results = reflector.reflect(inputs) if inputs else []  # no transaction is open
         if len(results) != len(inputs):
             raise RuntimeError(f"reflector returned {len(results)} results for {len(inputs)}")
-        if gate is not None:
-            key = gate.day.isoformat()
-            before = gate.ledger[key]
-            gate.record_reflections(results)
-            after = gate.ledger[key]
-            charge_usage(
-                conn, key, after["calls"] - before["calls"], after["tokens"] - before["tokens"]
-            )
-        everything = results + failures
-        updates = pl.DataFrame(
-            {
-                "case_id": [r.case_id for r in everything] + [d.case_id for d in deferred],
-                "state": [r.case_state.value for r in everything]
-                + [CaseState.PENDING.value] * len(deferred),
-                "pending_reason": pl.Series(
-                    [None] * len(everything)
-                    + [PendingReason.BUDGET_DEFERRED.value] * len(deferred),
-                    dtype=pl.String,
-                ),
-                "outcome_class": pl.Series(
-                    [None if r.outcome_class is None else r.outcome_class.value for r in everything]
-                    + [None] * len(deferred),
-                    dtype=pl.String,
-                ),
-                "lesson": pl.Series(
-                    [r.lesson for r in everything] + [None] * len(deferred), dtype=pl.String
-                ),
-                "reflection": pl.Series(
-                    [json.dumps(r.to_json()) for r in everything] + [None] * len(deferred),
-                    dtype=pl.String,
-                ),
-            }
-        )
-        bulk_update(conn, "role_cases", "case_id", updates, json_columns=("reflection",))
-        ok = [r for r in results if not r.failed]
         records = executor.audit[audit_from:] if executor is not None else []
-        bulk_insert(conn, "executor_audit", _audit_frame(records, batch_id, role_id))
-        by_class: dict[str, int] = {}
-        for r in ok:
-            key_ = str(r.outcome_class)
-            by_class[key_] = by_class.get(key_, 0) + 1
-        calls = sum(r.model_calls for r in results)
-        tokens = sum(r.usage.total_tokens for r in results if r.usage is not None)
-        report = RoleReport(
-            role_id=role_id,
-            batch_id=batch_id,
-            offered=frame.height,
-            reflected=len(ok),
-            failed=len(everything) - len(ok),
-            deferred=len(deferred),
-            lessons=sum(1 for r in ok if r.lesson is not None),
-            model_calls=calls,
-            tokens=tokens,
-            audit_records=len(records),
-            by_class=by_class,
-        )
-        if open_run is not None:
-            run_id = open_run(ReflectionBatch(report, verdict_frame(frame, everything)))
-            report = replace(report, mlflow_run_id=run_id)
-        bulk_insert(
-            conn,
-            "reflection_batches",
-            pl.DataFrame(
-                {
-                    "batch_id": [batch_id],
-                    "role_id": [role_id],
-                    "reflector": [reflector_name],
-                    "offered": [report.offered],
-                    "reflected": [report.reflected],
-                    "failed": [report.failed],
-                    "deferred": [report.deferred],
-                    "lessons": [report.lessons],
-                    "model_calls": [calls],
-                    "tokens": [tokens],
-                    "started_at": pl.Series([started], dtype=UTC_US),
-                    "finished_at": pl.Series([datetime.now(UTC)], dtype=UTC_US),
-                    "mlflow_run_id": pl.Series([report.mlflow_run_id], dtype=pl.String),
-                }
-            ),
-        )
-        bulk_insert(
-            conn,
-            "reflection_batch_cases",
-            pl.DataFrame(
-                {"case_id": [r.case_id for r in everything], "batch_id": batch_id},
-                schema={"case_id": pl.String, "batch_id": pl.String},
-            ),
-        )
+        with engine.begin() as conn:
+            record_holder(conn, role_id, batch_id)
+            if gate is not None:
+                key = gate.day.isoformat()
+                before = gate.ledger[key]
+                gate.record_reflections(results)
+                after = gate.ledger[key]
+                charge_usage(
+                    conn, key, after["calls"] - before["calls"], after["tokens"] - before["tokens"]
+                )
+            written = apply_results(
+                conn,
+                batch_id=batch_id,
+                role_id=role_id,
+                results=results,
+                failures=failures,
+                deferred=[d.case_id for d in deferred],
+                records=records,
+            )
+            calls = sum(r.model_calls for r in results)
+            tokens = sum(r.usage.total_tokens for r in results if r.usage is not None)
+            report = RoleReport(
+                role_id=role_id,
+                batch_id=batch_id,
+                offered=frame.height,
+                reflected=written.reflected,
+                failed=written.failed,
+                deferred=written.deferred,
+                lessons=written.lessons,
+                held=written.held,
+                skipped=written.skipped,
+                model_calls=calls,
+                tokens=tokens,
+                audit_records=len(records),
+                by_class=written.by_class,
+            )
+            everything = results + failures
+            if open_run is not None:
+                run_id = open_run(ReflectionBatch(report, verdict_frame(frame, everything)))
+                report = replace(report, mlflow_run_id=run_id)
+            bulk_insert(conn, "reflection_batches", _batch_row(report, reflector_name, started))
+            bulk_insert(
+                conn,
+                "reflection_batch_cases",
+                pl.DataFrame(
+                    {"case_id": [r.case_id for r in everything], "batch_id": batch_id},
+                    schema={"case_id": pl.String, "batch_id": pl.String},
+                ),
+            )
     return report
+
+
+def _batch_row(report: RoleReport, reflector: str, started: datetime) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "batch_id": [report.batch_id],
+            "role_id": [report.role_id],
+            "reflector": [reflector],
+            "offered": [report.offered],
+            "reflected": [report.reflected],
+            "failed": [report.failed],
+            "deferred": [report.deferred],
+            "lessons": [report.lessons],
+            "held": [report.held],
+            "skipped": [report.skipped],
+            "model_calls": [report.model_calls],
+            "tokens": [report.tokens],
+            "started_at": pl.Series([started], dtype=UTC_US),
+            "finished_at": pl.Series([datetime.now(UTC)], dtype=UTC_US),
+            "mlflow_run_id": pl.Series([report.mlflow_run_id], dtype=pl.String),
+        }
+    )
 
 
 def reflect_all(

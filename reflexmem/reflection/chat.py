@@ -6,6 +6,12 @@ on a task. Both need the same discipline, so it lives here once: one `POST
 supplied validator that decides whether that object is an answer, a bounded number of
 attempts with exponential backoff, and token usage summed over attempts.
 
+Every response is untrusted and bounded before it is parsed: it is read as a stream,
+at most `max_response_bytes` (a declared `Content-Length` above it is refused before
+reading, a body that grows past it is cut off) and within `timeout_s` of wall time for
+the whole exchange (a watchdog closes a response still trickling in at the deadline),
+so neither a huge nor a slow body can hold memory or a batch for long.
+
 The client never makes an answer up. When no attempt validates, `ChatReply.value` is
 `None` and `errors` says why each attempt failed. A reply that asks for a tool call or an
 action is not executed here: every request is handed to the caller's `on_tool_request`
@@ -15,6 +21,7 @@ action is not executed here: every request is handed to the caller's `on_tool_re
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +30,7 @@ from typing import Any, Generic, TypeVar
 import httpx
 from pydantic import ValidationError
 
+from reflexmem.redact import redact
 from reflexmem.reflection.types import TokenUsage
 
 T = TypeVar("T")
@@ -38,6 +46,8 @@ class LLMConfig:
 
     `max_retries` counts attempts after the first, so a question costs at most
     `max_retries + 1` model calls; backoff doubles from `backoff_s` up to `max_backoff_s`.
+    `timeout_s` bounds the whole exchange of one attempt (connect, headers and body) and
+    `max_response_bytes` the decoded body.
     """
 
     base_url: str
@@ -48,9 +58,10 @@ class LLMConfig:
     backoff_s: float = 0.5
     max_backoff_s: float = 8.0
     temperature: float = 0.0
+    max_response_bytes: int = 262_144
 
     def __post_init__(self) -> None:
-        if self.max_retries < 0 or self.timeout_s <= 0:
+        if self.max_retries < 0 or self.timeout_s <= 0 or self.max_response_bytes <= 0:
             raise ValueError(f"invalid model config: {self!r}")
 
 
@@ -196,7 +207,7 @@ class ChatJSONClient:
             try:
                 value, used = self._attempt(request, validate, on_tool_request)
             except AttemptError as exc:
-                errors.append(f"attempt {attempts}: {exc}")
+                errors.append(redact(f"attempt {attempts}: {exc}"))
                 if exc.usage is not None:
                     usage = exc.usage if usage is None else usage + exc.usage
                 if not exc.retryable:
@@ -205,7 +216,7 @@ class ChatJSONClient:
                     self._sleep(self._backoff(attempts))
                 continue
             except Exception as exc:  # a bug must fail this question visibly, not the batch
-                errors.append(f"attempt {attempts}: unexpected {type(exc).__name__}: {exc}")
+                errors.append(redact(f"attempt {attempts}: unexpected {type(exc).__name__}: {exc}"))
                 break
             if used is not None:
                 usage = used if usage is None else usage + used
@@ -215,18 +226,52 @@ class ChatJSONClient:
     def _backoff(self, attempt: int) -> float:
         return float(min(self.config.backoff_s * 2 ** (attempt - 1), self.config.max_backoff_s))
 
-    def _post(self, request: Mapping[str, Any]) -> httpx.Response:
+    def _post(self, request: Mapping[str, Any]) -> tuple[int, bytes]:
+        """POST and read the response within the byte and time limits: (status, body)."""
         headers = {"Content-Type": "application/json"}
         if self.config.api_key:
             headers["Authorization"] = f"Bearer {self.config.api_key}"
         url = self.config.base_url.rstrip("/") + "/chat/completions"
+        limit = self.config.max_response_bytes
+        timeout = self.config.timeout_s
+        expired = threading.Event()
+        deadline = time.monotonic() + timeout
         try:
-            return self._client.post(
-                url, json=request, headers=headers, timeout=self.config.timeout_s
-            )
+            with self._client.stream(
+                "POST", url, json=request, headers=headers, timeout=timeout
+            ) as response:
+
+                def expire() -> None:
+                    expired.set()
+                    response.close()
+
+                watchdog = threading.Timer(max(deadline - time.monotonic(), 0.0), expire)
+                watchdog.daemon = True
+                watchdog.start()
+                try:
+                    declared = response.headers.get("content-length", "")
+                    if declared.isdigit() and int(declared) > limit:
+                        raise AttemptError(
+                            f"response declares {declared} bytes, over the {limit}-byte limit",
+                            retryable=False,
+                        )
+                    body = bytearray()
+                    for chunk in response.iter_bytes():
+                        body += chunk
+                        if len(body) > limit:
+                            raise AttemptError(
+                                f"response body exceeds the {limit}-byte limit", retryable=False
+                            )
+                    if expired.is_set():
+                        raise AttemptError(f"timeout: response not complete within {timeout:g}s")
+                    return response.status_code, bytes(body)
+                finally:
+                    watchdog.cancel()
         except httpx.TimeoutException as exc:
-            raise AttemptError(f"timeout after {self.config.timeout_s:g}s: {exc}") from exc
-        except httpx.TransportError as exc:
+            raise AttemptError(f"timeout after {timeout:g}s: {exc}") from exc
+        except (httpx.TransportError, httpx.StreamError) as exc:
+            if expired.is_set():
+                raise AttemptError(f"timeout: response not complete within {timeout:g}s") from exc
             raise AttemptError(f"connection error: {type(exc).__name__}: {exc}") from exc
 
     def _attempt(
@@ -235,14 +280,14 @@ class ChatJSONClient:
         validate: Callable[[object], T],
         on_tool_request: Callable[[str, dict[str, Any]], str],
     ) -> tuple[T, TokenUsage | None]:
-        response = self._post(request)
-        status = response.status_code
+        status, raw = self._post(request)
         if status >= 500 or status == 429:
             raise AttemptError(f"HTTP {status}")
         if status >= 400:
-            raise AttemptError(f"HTTP {status}: {response.text[:200]}", retryable=False)
+            text = raw[:200].decode("utf-8", "replace")
+            raise AttemptError(f"HTTP {status}: {text}", retryable=False)
         try:
-            body = response.json()
+            body = json.loads(raw)
         except ValueError as exc:
             raise AttemptError("response body is not JSON") from exc
         usage = usage_of(body) if isinstance(body, Mapping) else None
