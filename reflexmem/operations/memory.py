@@ -27,6 +27,7 @@ from reflexmem.memory.role_stream import (
 )
 from reflexmem.memory.schedule import LearningSchedule
 from reflexmem.operations.resources import Resources
+from reflexmem.reflection.locks import role_lock
 
 CHUNK = 50_000
 """Cases recorded per transaction: bounded memory, and a crash loses at most one chunk."""
@@ -90,6 +91,20 @@ def record_episodes(
     res.registry.get(role_id)
     namespace = role_namespace(role_id)
     ledger = _ledger(res, namespace)
+    with role_lock(res.engine, role_id):
+        return _record_locked(res, ledger, role_id, namespace, profile, chunk)
+
+
+def _record_locked(
+    res: Resources,
+    ledger: MemoryLedger,
+    role_id: str,
+    namespace: str,
+    profile: str | None,
+    chunk: int,
+) -> EpisodeReport:
+    # Under the role's lock: the selection of unrecorded cases and their recording cannot
+    # interleave with another recorder (or a reflection batch) of the same role.
     totals: dict[str, Any] = {"recorded": 0, "stored": 0, "refused": 0, "windows": 0}
     credited: dict[str, int] = {}
     evolved: list[str] = []
