@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 import polars as pl
 import sqlalchemy as sa
 
-from reflexmem.admission.decide import FAILURE_SCHEMA, Verdicts, decide
+from reflexmem.admission.decide import Verdicts, decide
 from reflexmem.admission.lock import DEFAULT_WAIT_S, acquire_admission_lock
 from reflexmem.admission.stage import stage_candidates
 from reflexmem.ledger.bulk import bulk_insert
@@ -67,8 +67,12 @@ JOIN trading_decisions d ON d.decision_id = e.decision_id
 """
 
 
+CHUNK_ROWS = 100_000
+"""Executions staged, validated and written at a time: memory stays flat in N."""
+
+
 def persist(conn: sa.Connection, verdicts: Verdicts, *, batch_id: str, now: datetime) -> None:
-    """Write role cases, quarantine rows and the batch's conservation record."""
+    """Write one chunk's role cases, revocations and quarantine rows."""
     conn.execute(sa.text("DROP TABLE IF EXISTS admit_verdicts"))
     conn.execute(
         sa.text(
@@ -110,15 +114,52 @@ def persist(conn: sa.Connection, verdicts: Verdicts, *, batch_id: str, now: date
         "created_at",
     )
     bulk_insert(conn, "quarantine", quarantine)
+
+
+@dataclass
+class _Totals:
+    """What the chunks of one batch wrote, added up."""
+
+    rows_in: int = 0
+    admitted: int = 0
+    pending: int = 0
+    quarantined: int = 0
+    revoked: int = 0
+    by_reason: dict[str, int] = field(default_factory=dict)
+    pending_by_reason: dict[str, int] = field(default_factory=dict)
+    revoked_by_reason: dict[str, int] = field(default_factory=dict)
+
+    def add(self, v: Verdicts) -> None:
+        self.rows_in += v.rows_in
+        self.admitted += v.admitted
+        self.pending += v.pending
+        self.quarantined += v.quarantined
+        self.revoked += v.revoked
+        first_time = v.quarantine.join(
+            v.revocations.select(pl.col("execution_id").alias("subject_id")),
+            on="subject_id",
+            how="anti",
+        )
+        for into, frame, column in (
+            (self.by_reason, first_time, "reason_code"),
+            (self.pending_by_reason, v.cases, "pending_reason"),
+            (self.revoked_by_reason, v.revocations, "reason_code"),
+        ):
+            for key, n in _counts(frame, column).items():
+                into[key] = into.get(key, 0) + n
+
+
+def record_batch(conn: sa.Connection, t: _Totals, *, batch_id: str, now: datetime) -> None:
+    """The batch's conservation record: rows_in = admitted + pending + quarantined (CHECK)."""
     conn.execute(
         sa.insert(AdmissionBatch).values(
             batch_id=batch_id,
             started_at=now,
-            rows_in=verdicts.rows_in,
-            admitted=verdicts.admitted,
-            pending=verdicts.pending,
-            quarantined=verdicts.quarantined,
-            revoked=verdicts.revoked,
+            rows_in=t.rows_in,
+            admitted=t.admitted,
+            pending=t.pending,
+            quarantined=t.quarantined,
+            revoked=t.revoked,
             suite=SUITE_NAME,
         )
     )
@@ -140,37 +181,45 @@ def admit(
     batch_id: str | None = None,
     now: datetime | None = None,
     lock_wait_s: float = DEFAULT_WAIT_S,
+    chunk_rows: int = CHUNK_ROWS,
 ) -> AdmissionResult:
-    """Admit every staged execution on `conn`'s transaction and return the counts."""
+    """Admit every staged execution on `conn`'s transaction and return the counts.
+
+    Executions are staged, validated, decided and written `chunk_rows` at a time, in
+    execution-ID order, inside the one transaction and under the one lock: the batch is
+    still all or nothing, and its memory does not grow with the number of executions.
+    """
     batch_id = batch_id or f"adm-{uuid.uuid4().hex[:16]}"
     now = now or datetime.now(UTC)
     empty = AdmissionResult(batch_id=batch_id, rows_in=0, admitted=0, pending=0, quarantined=0)
     if not acquire_admission_lock(conn, batch_id, wait_s=lock_wait_s):
         return replace(empty, busy=True)
-    staged = stage_candidates(conn, min_points=min_points)
-    if staged.height == 0:
+    totals = _Totals()
+    after: str | None = None
+    while True:
+        staged = stage_candidates(conn, min_points=min_points, after=after, limit=chunk_rows)
+        if staged.height == 0:
+            break
+        after = str(staged["execution_id"][-1])
+        failures = validate(staged, role_ids)
+        verdicts = decide(staged, failures, batch_id=batch_id)
+        if verdicts.rows_in or verdicts.revoked:
+            persist(conn, verdicts, batch_id=batch_id, now=now)
+            totals.add(verdicts)
+        if staged.height < chunk_rows:
+            break
+    if totals.rows_in == 0 and totals.revoked == 0:
+        # Nothing new, or only re-judged cases all kept: nothing written, no batch row.
         return empty
-    failures = validate(staged, role_ids) if staged.height else pl.DataFrame(schema=FAILURE_SCHEMA)
-    verdicts = decide(staged, failures, batch_id=batch_id)
-    if verdicts.rows_in == 0 and verdicts.revoked == 0:
-        # Only re-judged cases, all kept: nothing to write, so no batch row either.
-        return empty
-    persist(conn, verdicts, batch_id=batch_id, now=now)
+    record_batch(conn, totals, batch_id=batch_id, now=now)
     return AdmissionResult(
         batch_id=batch_id,
-        rows_in=verdicts.rows_in,
-        admitted=verdicts.admitted,
-        pending=verdicts.pending,
-        quarantined=verdicts.quarantined,
-        by_reason=_counts(
-            verdicts.quarantine.join(
-                verdicts.revocations.select(pl.col("execution_id").alias("subject_id")),
-                on="subject_id",
-                how="anti",
-            ),
-            "reason_code",
-        ),
-        pending_by_reason=_counts(verdicts.cases, "pending_reason"),
-        revoked=verdicts.revoked,
-        revoked_by_reason=_counts(verdicts.revocations, "reason_code"),
+        rows_in=totals.rows_in,
+        admitted=totals.admitted,
+        pending=totals.pending,
+        quarantined=totals.quarantined,
+        by_reason=dict(sorted(totals.by_reason.items())),
+        pending_by_reason=dict(sorted(totals.pending_by_reason.items())),
+        revoked=totals.revoked,
+        revoked_by_reason=dict(sorted(totals.revoked_by_reason.items())),
     )

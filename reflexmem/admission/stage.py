@@ -192,6 +192,25 @@ def derive(raw: pl.DataFrame, *, min_points: int) -> pl.DataFrame:
     )
 
 
-def stage_candidates(conn: sa.Connection, *, min_points: int) -> pl.DataFrame:
-    """Executions to judge (new ones, and cases to re-judge), with their evidence."""
-    return derive(read_frame(conn, STAGE_SQL), min_points=min_points)
+def stage_candidates(
+    conn: sa.Connection,
+    *,
+    min_points: int,
+    after: str | None = None,
+    limit: int | None = None,
+) -> pl.DataFrame:
+    """Executions to judge (new ones, and cases to re-judge), with their evidence.
+
+    With `limit`, one chunk in execution-ID order: the first `limit` executions after
+    `after` (keyset pagination, so a chunk never depends on what earlier chunks wrote:
+    every condition is per execution, its counts come from the whole ledger).
+    """
+    sql = STAGE_SQL
+    if after is not None:
+        key = sa.literal(after, sa.String).compile(
+            dialect=conn.dialect, compile_kwargs={"literal_binds": True}
+        )
+        sql += f" AND e.execution_id > {key}"
+    if limit is not None:
+        sql += f" ORDER BY e.execution_id LIMIT {int(limit)}"
+    return derive(read_frame(conn, sql), min_points=min_points)
