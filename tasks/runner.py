@@ -2,10 +2,17 @@
 
 `reflexmem.operations.cycle` writes the sequence of stages once against a runner; this
 runner turns `run(op, ...)` into a task call and `map(op, key, values, ...)` into one
-task per value (tagged `role:<id>` for per-role stages, so a server's tag concurrency
-limit can hold a second batch of the same role), submitted side by side on a PostgreSQL
-ledger and run one after another on SQLite, whose single writer would only make
-side-by-side tasks queue; results come back in order either way.
+task per value, submitted side by side on a PostgreSQL ledger and run one after another
+on SQLite, whose single writer would only make side-by-side tasks queue; results come
+back in order either way.
+
+Side by side, per-role tasks are tagged `role:<id>`, so a server's tag concurrency limit
+(`reflexmem serve` sets one per role) holds a second batch of the same role. One after
+another they are not: every tagged task run costs a lease round trip to the Prefect API
+(about 1.4 s each on this 2-core machine under load, 11 s of a 44 s cycle at 1e4
+decisions), and what the limit would hold is already held by the ledger's own role lock
+(`reflexmem.reflection.locks.role_lock`), which guards every path, flows or
+not.
 """
 
 from __future__ import annotations
@@ -38,10 +45,7 @@ class PrefectRunner:
         """One task per value, side by side on the flow's task runner; results in order."""
         task = task_for(op)
         if not self.concurrent:
-            return [
-                task.with_options(tags=_tags(key, v))(self.settings, **{key: v}, **params)
-                for v in values
-            ]
+            return [task(self.settings, **{key: v}, **params) for v in values]
         futures = [
             task.with_options(tags=_tags(key, v)).submit(self.settings, **{key: v}, **params)
             for v in values
