@@ -71,6 +71,7 @@ def _direct(settings: Settings, drop: Path) -> dict[str, Any]:
         "seconds": wall,
         "cpu_s": _cpu_s() - cpu,
         "stages": runner.seconds,
+        "stage_peak_rss_mb": runner.peak_rss_after,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "admitted": report.admission.admitted,
         "evaluated": report.maturation.evaluation.runs,
@@ -110,7 +111,11 @@ def _flow(settings: Settings, drop: Path) -> dict[str, Any]:
         cpu, start = _cpu_s(), time.perf_counter()
         daily_cycle(url, uri, home=home, drop_dir=str(drop))
         wall = time.perf_counter() - start
-    return {"seconds": wall, "cpu_s": _cpu_s() - cpu}
+    return {
+        "seconds": wall,
+        "cpu_s": _cpu_s() - cpu,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def _child(kind: str, settings: Settings, drop: Path, out: Any) -> None:
@@ -193,6 +198,8 @@ def run_bench(
         "flow_s": round(float(flow["seconds"]), 3),
         "flow_direct_ratio": round(float(flow["seconds"]) / direct_s, 4),
         "peak_rss_mb": round(float(direct["peak_rss_mb"]), 1),
+        "stage_peak_rss_mb": {k: round(v, 1) for k, v in direct["stage_peak_rss_mb"].items()},
+        "flow_peak_rss_mb": round(float(flow["peak_rss_mb"]), 1),
         "floor_s": round(floor_s, 3),
         "ratio_floor": round(direct_s / floor_s, 2),
         "admitted": direct["admitted"],

@@ -102,11 +102,16 @@ def peak_rss_mb() -> float:
 
 
 class TimingRunner(DirectRunner):
-    """A direct runner that adds up wall seconds per operation."""
+    """A direct runner that adds up wall seconds per operation.
+
+    It also notes the process's peak RSS after each operation: the peak only grows, so
+    the stage at which it jumps is the one that holds the most memory.
+    """
 
     def __init__(self, resources: Resources) -> None:
         super().__init__(resources)
         self.seconds: dict[str, float] = {}
+        self.peak_rss_after: dict[str, float] = {}
 
     def _timed(self, name: str, call: Callable[[], R]) -> R:
         start = time.perf_counter()
@@ -114,6 +119,7 @@ class TimingRunner(DirectRunner):
             return call()
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+            self.peak_rss_after[name] = peak_rss_mb()
 
     def run(self, op: Callable[..., R], /, **params: Any) -> R:
         """Run and time one stage."""
