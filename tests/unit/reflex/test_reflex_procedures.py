@@ -120,6 +120,8 @@ def test_examples_decide_the_same_in_small_chunks(
     ),
     st.text(max_size=10),
 )
-def test_the_vectorized_bucket_equals_the_scalar_one(pairs: list[tuple[str, str]], salt: str) -> None:
+def test_the_vectorized_bucket_equals_the_scalar_one(
+    pairs: list[tuple[str, str]], salt: str
+) -> None:
     frame = pl.DataFrame({"account": [a for a, _ in pairs], "symbol": [s for _, s in pairs]})
     assert rollout_buckets(frame, salt).to_list() == [rollout_bucket(a, s, salt) for a, s in pairs]
