@@ -15,9 +15,12 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:  # selenium is imported where a browser test runs, never at collection
+    from selenium.webdriver.remote.webdriver import WebDriver
 
 FLAGS = (
     "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -37,7 +40,7 @@ def _binaries() -> tuple[str, str]:
 
 
 @contextmanager
-def chromium() -> Iterator[Any]:
+def chromium() -> Iterator[WebDriver]:
     """A selenium Chrome driver on headless Chromium, quit (and its profile removed) after."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service

@@ -2,12 +2,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from reflexmem.ael.table import Row
 from tests.unit.ael_learning.synthetic import write_wide_csv
 
 METHODS = ["equal_weight", "momentum", "val_selected_rule", "stateless", "tools", "memory", "ael"]
 
 
-def _strip(rows: list[dict]) -> list[dict]:
+def _strip(rows: list[Row]) -> list[Row]:
     return [{k: v for k, v in r.items() if k != "timing"} for r in rows]
 
 

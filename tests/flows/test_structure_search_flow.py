@@ -38,10 +38,9 @@ def test_structure_search_flow_registers_the_winner_and_publishes_the_archive(
     assert out["mlflow"]["aliases"][-1] == "current"
     with engine.connect() as conn:
         assert persist.active_bundle_id(conn, "office") == out["bundle"]
-        assert (
-            persist.get_version(conn, out["registered_id"]).mlflow_version
-            == out["mlflow"]["version"]
-        )
+        registered = persist.get_version(conn, out["registered_id"])
+    assert registered is not None
+    assert registered.mlflow_version == out["mlflow"]["version"]
     mv = StructureRegistry(mlflow_uri, artifacts).by_alias("current-schedule")
     assert mv.tags["reflexmem.parent_id"] == "office-all-shared"
 

@@ -104,8 +104,11 @@ def _staged(choices: list[dict[str, object]]) -> pl.DataFrame:
     rows = []
     for i, c in enumerate(choices):
         decision = f"d{i}"
-        e = {k: (f"x{v}" if k in c["mismatch"] else v) for k, v in BASE.items()}  # type: ignore[operator]
-        p = {k: (f"y{v}" if k in c["preview_mismatch"] else v) for k, v in BASE.items()}  # type: ignore[operator]
+        mismatch, preview_mismatch = c["mismatch"], c["preview_mismatch"]
+        assert isinstance(mismatch, set)  # drawn by st.sets
+        assert isinstance(preview_mismatch, set)
+        e = {k: (f"x{v}" if k in mismatch else v) for k, v in BASE.items()}
+        p = {k: (f"y{v}" if k in preview_mismatch else v) for k, v in BASE.items()}
         has = bool(c["has_preview"])
         rows.append(
             {

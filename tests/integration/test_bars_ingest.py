@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -50,7 +51,7 @@ BARS: list[tuple[tuple[object, ...], str | None]] = [
 ]
 
 
-def _frame(rows: list[tuple[object, ...]]) -> pl.DataFrame:
+def _frame(rows: Sequence[tuple[object, ...]]) -> pl.DataFrame:
     return pl.DataFrame(
         rows,
         schema={"symbol": pl.String, "ts": pl.String} | dict.fromkeys(COLUMNS[2:], pl.Float64),
@@ -191,9 +192,12 @@ def test_an_unparseable_bars_file_writes_nothing_and_names_row_and_column(
     ],
 )
 def test_a_missing_or_unknown_bars_column_is_named(
-    engine: sa.Engine, tmp_path: Path, change: object, message: str
+    engine: sa.Engine,
+    tmp_path: Path,
+    change: Callable[[pl.DataFrame], pl.DataFrame],
+    message: str,
 ) -> None:
-    path = _write(change(_frame(STORED)), tmp_path / "bars.csv")  # type: ignore[operator]
+    path = _write(change(_frame(STORED)), tmp_path / "bars.csv")
     with pytest.raises(IngestError, match=message):
         _ingest(engine, [path])
     assert _count(engine, "market_bars") == 0

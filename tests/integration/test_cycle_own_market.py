@@ -33,7 +33,9 @@ def _own_market(days: int = 320, seed: int = 4) -> PricePanel:
     closes = 50 * np.exp(np.cumsum(rng.normal(0.0003, 0.015, (days, len(names))), axis=0))
     dates = np.busday_offset(np.datetime64("2023-06-01"), np.arange(days), roll="forward")
     # A bare date in a bars file is that day's close at the end of its UTC day.
-    stamps = dates.astype("datetime64[us]") + np.timedelta64(86_400_000_000 - 1, "us")
+    # The outer astype: numpy's stubs type (datetime64 array + timedelta64) as timedelta64.
+    end_of_day = dates.astype("datetime64[us]") + np.timedelta64(86_400_000_000 - 1, "us")
+    stamps = end_of_day.astype("datetime64[us]")
     return PricePanel(stamps, dates, names, closes)
 
 

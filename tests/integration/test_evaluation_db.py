@@ -176,6 +176,8 @@ def test_mlflow_records_one_run_per_batch_linked_both_ways(
     cycle = mature_and_evaluate(res)
     evaluated, promoted = cycle.evaluation, cycle.promotion
     replayed = evaluation.replay(res, version=2)
+    assert evaluated.mlflow_run_id is not None  # a tracker was given: every batch is logged
+    assert replayed.mlflow_run_id is not None
     client = mlflow.MlflowClient(tracking_uri=mlflow_uri)
     exp = client.get_experiment_by_name(EXPERIMENT)
     assert exp is not None

@@ -39,7 +39,9 @@ def _plant(kind: str, column: str, value: object, *, row: int = 3) -> dict[str, 
     """The small stream with `value` in `column` of data row `row` of `kind`."""
     stream = small_stream(6)
     frame = stream[kind]
-    dtype = pl.String if isinstance(value, str) else frame.schema[column]
+    dtype: pl.DataType | type[pl.DataType] = (
+        pl.String if isinstance(value, str) else frame.schema[column]
+    )
     if isinstance(value, float) and not frame.schema[column].is_float():
         dtype = pl.Float64
     planted = (

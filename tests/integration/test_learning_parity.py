@@ -23,6 +23,7 @@ from reflexmem.memory.ledger_agents import MemoryLedger
 from reflexmem.memory.ledger_episodes import RecordReport
 from reflexmem.memory.loop import LearningLoop
 from reflexmem.memory.schedule import LearningSchedule
+from reflexmem.memory.store import InMemoryStore
 
 NS = "role:r1"
 AGENT = "agent-1"
@@ -75,8 +76,14 @@ def event_key(e: EvolutionEvent) -> tuple[object, ...]:
     return (e.window, e.episode, e.mean_reward, e.parent, e.policy, e.reason)
 
 
+def in_memory(loop: LearningLoop) -> InMemoryStore:
+    """The loop's own store (a loop built without one keeps its memory in process)."""
+    assert isinstance(loop.store, InMemoryStore)
+    return loop.store
+
+
 def loop_windows(loop: LearningLoop) -> set[str]:
-    return set(loop.store.to_dict()["windows"].get(NS, []))
+    return set(in_memory(loop).to_dict()["windows"].get(NS, []))
 
 
 def ledger_windows(engine: sa.Engine) -> set[str]:
@@ -100,7 +107,9 @@ def record_in_batches(
     ]
 
 
-def assert_same_learning(loop: LearningLoop, ledger: MemoryLedger, events: list[EvolutionEvent]):
+def assert_same_learning(
+    loop: LearningLoop, ledger: MemoryLedger, events: list[EvolutionEvent]
+) -> None:
     policies = ledger.policies(AGENT)
     assert [(p.name, p.parent) for p in policies] == [(p.name, p.parent) for p in loop.policies]
     assert policies == loop.policies
@@ -127,7 +136,7 @@ def test_forcing_the_recorded_policy_reproduces_the_thompson_run(run: Run) -> No
     assert forced.bandit_state == run.loop.bandit_state
     assert forced.policies == run.loop.policies
     assert [event_key(e) for e in forced.events] == [event_key(e) for e in run.loop.events]
-    assert forced.store.to_dict() == run.loop.store.to_dict()
+    assert in_memory(forced).to_dict() == in_memory(run.loop).to_dict()
 
 
 @pytest.mark.parametrize("batch", [1, 7, 50])

@@ -113,7 +113,9 @@ def test_distillation_matches_in_memory_and_is_idempotent(engine: sa.Engine) -> 
     assert report.written == expected.written
     assert report.promoted == expected.promoted
     assert report.promoted  # support 5, confidence 1.0 -> candidate rule
-    assert store.get(report.promoted[0]).state is EntryState.CANDIDATE  # type: ignore[union-attr]
+    promoted = store.get(report.promoted[0])
+    assert promoted is not None
+    assert promoted.state is EntryState.CANDIDATE
     (again,) = store.distill(ns, [(0, 10)])
     assert again.already_done
     assert not again.written
@@ -218,6 +220,7 @@ def test_the_pending_learning_state_stays_within_one_gate_span(engine: sa.Engine
     ledger.record_episodes("agent", "ns", eps)
     with engine.connect() as conn:
         raw = conn.execute(sa.text("SELECT learning FROM memory_namespaces")).scalar()
+    assert raw is not None
     state = json.loads(raw) if isinstance(raw, str) else raw
     assert state["agent"] == "agent"
     assert [e[0] for e in state["recent"]] == list(range(190, 237))  # 230 + 10 - 50 on

@@ -62,7 +62,10 @@ def test_backfill_copies_the_rewards_the_next_gate_needs(engine: sa.Engine) -> N
     finally:
         migrate.upgrade(engine)
     with engine.connect() as conn:
-        got = dict(conn.execute(sa.text("SELECT namespace, learning FROM memory_namespaces")).all())
+        got = {
+            row.namespace: row.learning
+            for row in conn.execute(sa.text("SELECT namespace, learning FROM memory_namespaces"))
+        }
     assert got["empty"] is None
     state = json.loads(got["ns"]) if isinstance(got["ns"], str) else got["ns"]
     assert state["agent"] == "agent"

@@ -1,5 +1,6 @@
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -10,7 +11,7 @@ from reflexmem.synth import write_stream
 from tests.integration.ledger_data import small_stream
 
 
-def _unconsumed_preview(engine: sa.Engine, tmp_path) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+def _unconsumed_preview(engine: sa.Engine, tmp_path: Path) -> tuple[str, str]:
     stream = small_stream(20)
     stream["previews"] = stream["previews"].with_columns(
         consumed_at=None, consumed_by_decision_id=None
@@ -22,7 +23,7 @@ def _unconsumed_preview(engine: sa.Engine, tmp_path) -> tuple[str, str]:  # type
     return row["preview_id"], row["decision_id"]
 
 
-def test_a_preview_is_consumed_exactly_once(engine: sa.Engine, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_preview_is_consumed_exactly_once(engine: sa.Engine, tmp_path: Path) -> None:
     preview, decision = _unconsumed_preview(engine, tmp_path)
     with engine.begin() as conn:
         consume_preview(conn, preview, decision)
@@ -44,7 +45,9 @@ def test_an_unknown_preview_is_reported_as_missing(engine: sa.Engine) -> None:
         consume_preview(conn, "nope", "nope")
 
 
-def test_the_database_itself_refuses_a_second_consumption(engine: sa.Engine, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_database_itself_refuses_a_second_consumption(
+    engine: sa.Engine, tmp_path: Path
+) -> None:
     preview, decision = _unconsumed_preview(engine, tmp_path)
     with engine.begin() as conn:
         consume_preview(conn, preview, decision)
@@ -58,7 +61,7 @@ def test_the_database_itself_refuses_a_second_consumption(engine: sa.Engine, tmp
 
 
 @pytest.mark.postgres
-def test_sixteen_concurrent_consumers_one_winner(pg_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_sixteen_concurrent_consumers_one_winner(pg_url: str, tmp_path: Path) -> None:
     from infra.db import make_engine
     from tests.conftest import _truncate
 

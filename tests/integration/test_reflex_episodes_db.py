@@ -15,12 +15,13 @@ from infra.cli import app
 from reflexmem.executor import RetryableToolError, Tool, ToolExecutor
 from reflexmem.executor_ledger import LedgerIdempotency
 from reflexmem.ledger.reflex_enums import ReviewKind, ReviewStatus, SkillState
-from reflexmem.reflex.episode import act, run_episode
+from reflexmem.reflex.episode import EpisodeResult, act, run_episode
 from reflexmem.reflex.experiment_a import INPUTS, run_experiment_a
 from reflexmem.reflex.filings import FilingArgs, filing_tool
 from reflexmem.reflex.lifecycle import EvidenceKind
 from reflexmem.reflex.review import ReviewError, list_reviews, resolve_review
 from reflexmem.reflex.router import Task, route
+from reflexmem.reflex.skills import SkillSpec
 from reflexmem.reflex.snapshot import load_snapshot
 from reflexmem.reflex.versions import register_skill, transition
 from tests.integration.reflex_data import ok, spec
@@ -35,7 +36,7 @@ TEN_Q = {
 }
 
 
-def activate(conn: sa.Connection, skill) -> None:
+def activate(conn: sa.Connection, skill: SkillSpec) -> None:
     register_skill(conn, skill)
     transition(conn, skill.skill_id, 1, SkillState.VALIDATING, [ok(K.EVALUATION)], actor="t")
     transition(
@@ -56,7 +57,7 @@ def task(episode_id: str = "ep-1", **kw: Any) -> Task:
     return Task(**values)
 
 
-def run(engine: sa.Engine, executor: ToolExecutor, t: Task):
+def run(engine: sa.Engine, executor: ToolExecutor, t: Task) -> EpisodeResult:
     with engine.begin() as conn:
         snapshot = load_snapshot(conn)
         return run_episode(conn, t, snapshot, executor)
@@ -72,7 +73,9 @@ def episode(engine: sa.Engine, episode_id: str) -> dict[str, Any]:
     return dict(row)
 
 
-def test_a_verified_filing_is_a_success_pinned_to_its_version(engine: sa.Engine, tmp_path: Path):
+def test_a_verified_filing_is_a_success_pinned_to_its_version(
+    engine: sa.Engine, tmp_path: Path
+) -> None:
     with engine.begin() as conn:
         activate(conn, spec())
     ex = ToolExecutor.with_tools([filing_tool(tmp_path)], idempotency=LedgerIdempotency(engine))
@@ -102,7 +105,7 @@ def test_a_verified_filing_is_a_success_pinned_to_its_version(engine: sa.Engine,
     assert [tuple(a) for a in audit] == [("skill:filing_kind_rules@1", "ok", "ep-1")]
 
 
-def test_a_wrong_choice_is_a_policy_failure(engine: sa.Engine, tmp_path: Path):
+def test_a_wrong_choice_is_a_policy_failure(engine: sa.Engine, tmp_path: Path) -> None:
     with engine.begin() as conn:
         activate(conn, spec())
     ex = ToolExecutor.with_tools([filing_tool(tmp_path)])
@@ -111,13 +114,17 @@ def test_a_wrong_choice_is_a_policy_failure(engine: sa.Engine, tmp_path: Path):
     assert (row["status"], row["failure_kind"]) == ("failure", "policy")
 
 
-def test_a_file_that_did_not_land_is_a_verification_failure(engine: sa.Engine, tmp_path: Path):
+def test_a_file_that_did_not_land_is_a_verification_failure(
+    engine: sa.Engine, tmp_path: Path
+) -> None:
     with engine.begin() as conn:
         activate(conn, spec())
     real = filing_tool(tmp_path)
 
     def lose(args: FilingArgs) -> dict[str, Any]:
-        value = dict(real.handler(args))  # type: ignore[arg-type]
+        result = real.handler(args)
+        assert isinstance(result, dict)
+        value: dict[str, Any] = dict(result)
         Path(value["path"]).write_text("corrupted")
         return value
 
@@ -138,7 +145,9 @@ def test_a_file_that_did_not_land_is_a_verification_failure(engine: sa.Engine, t
     )
 
 
-def test_transient_failures_are_retried_up_to_the_skills_limit(engine: sa.Engine, tmp_path: Path):
+def test_transient_failures_are_retried_up_to_the_skills_limit(
+    engine: sa.Engine, tmp_path: Path
+) -> None:
     with engine.begin() as conn:
         activate(conn, spec())  # retry_limit 2: at most 3 attempts
     real = filing_tool(tmp_path)
@@ -148,7 +157,7 @@ def test_transient_failures_are_retried_up_to_the_skills_limit(engine: sa.Engine
         calls.append(1)
         if len(calls) < 3:
             raise RetryableToolError("disk busy")
-        return real.handler(args)  # type: ignore[arg-type]
+        return real.handler(args)
 
     tool = Tool(
         real.name,
@@ -172,8 +181,8 @@ def test_transient_failures_are_retried_up_to_the_skills_limit(engine: sa.Engine
     assert (row["status"], row["failure_kind"], row["retries"]) == ("failure", "execution", 2)
 
 
-def test_a_skill_without_the_permission_holds(engine: sa.Engine, tmp_path: Path):
-    def no_tools(raw):
+def test_a_skill_without_the_permission_holds(engine: sa.Engine, tmp_path: Path) -> None:
+    def no_tools(raw: dict[str, Any]) -> None:
         raw["bounds"]["permissions"] = {"tools": ["file_filing"], "effects": ["read"]}
 
     with engine.begin() as conn:
@@ -184,7 +193,7 @@ def test_a_skill_without_the_permission_holds(engine: sa.Engine, tmp_path: Path)
     assert not (tmp_path / "earnings_report").exists()
 
 
-def test_an_action_over_budget_holds_before_calling(engine: sa.Engine, tmp_path: Path):
+def test_an_action_over_budget_holds_before_calling(engine: sa.Engine, tmp_path: Path) -> None:
     with engine.begin() as conn:
         activate(conn, spec())  # budget max_cost 0
     run(engine, ToolExecutor.with_tools([filing_tool(tmp_path, cost=0.1)]), task())
@@ -195,7 +204,7 @@ def test_an_action_over_budget_holds_before_calling(engine: sa.Engine, tmp_path:
 
 def test_a_rerun_episode_replays_its_filing_instead_of_filing_twice(
     engine: sa.Engine, tmp_path: Path
-):
+) -> None:
     with engine.begin() as conn:
         activate(conn, spec())
     calls: list[str] = []
@@ -203,7 +212,7 @@ def test_a_rerun_episode_replays_its_filing_instead_of_filing_twice(
 
     def counting(args: FilingArgs) -> object:
         calls.append(args.doc_id)
-        return real.handler(args)  # type: ignore[arg-type]
+        return real.handler(args)
 
     tool = Tool(
         real.name,
@@ -226,7 +235,9 @@ def test_a_rerun_episode_replays_its_filing_instead_of_filing_twice(
     assert replay.record.status == first.record.status == "success"
 
 
-def test_the_review_queue_counts_causes_and_resolves_once(engine: sa.Engine, tmp_path: Path):
+def test_the_review_queue_counts_causes_and_resolves_once(
+    engine: sa.Engine, tmp_path: Path
+) -> None:
     with engine.begin() as conn:
         activate(conn, spec())
     ex = ToolExecutor.with_tools([filing_tool(tmp_path)])
@@ -263,7 +274,7 @@ def test_the_review_queue_counts_causes_and_resolves_once(engine: sa.Engine, tmp
 
 def test_review_list_and_resolve_on_the_command_line(
     engine: sa.Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     monkeypatch.setenv("REFLEX_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("REFLEX_DATABASE_URL", engine.url.render_as_string(hide_password=False))
     with engine.begin() as conn:
@@ -308,7 +319,7 @@ def test_review_list_and_resolve_on_the_command_line(
 
 def test_experiment_a_shows_which_layer_decided_and_what_was_held(
     engine: sa.Engine, tmp_path: Path
-):
+) -> None:
     report = run_experiment_a(engine, tmp_path / "files")
     table = {(r.stage, r.input): r for r in report.rows}
     layer = {key: r.layer for key, r in table.items()}
@@ -355,7 +366,7 @@ def test_experiment_a_shows_which_layer_decided_and_what_was_held(
 
 def test_a_model_asking_to_trade_is_refused_and_the_refusal_is_in_the_ledger(
     engine: sa.Engine, tmp_path: Path
-):
+) -> None:
     from reflexmem.executor import order_tools
     from reflexmem.reflection.chat import LLMConfig
     from reflexmem.reflex.deliberate import ModelDeliberator
@@ -363,7 +374,7 @@ def test_a_model_asking_to_trade_is_refused_and_the_refusal_is_in_the_ledger(
 
     with engine.begin() as conn:
         activate(conn, spec())
-    broker: list[str] = []
+    broker: list[object] = []
     ex = ToolExecutor.with_tools(
         [
             filing_tool(tmp_path),
@@ -412,7 +423,7 @@ def test_a_model_asking_to_trade_is_refused_and_the_refusal_is_in_the_ledger(
 
 def test_a_running_episode_keeps_its_version_and_the_next_one_uses_the_new(
     engine: sa.Engine, tmp_path: Path
-):
+) -> None:
     from tests.integration.reflex_data import next_version
 
     with engine.begin() as conn:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import pytest
 import sqlalchemy as sa
@@ -45,12 +47,22 @@ class Effects:
         return {"n": len(self.done), "text": args.text}
 
 
-def executor(engine: sa.Engine, effects: Effects, **kwargs: object) -> ToolExecutor:
-    tool = Tool("note", frozenset({Effect.WRITE_MEMORY}), NoteArgs, effects, **kwargs)  # type: ignore[arg-type]
+class NoteOptions(TypedDict, total=False):
+    """The optional fields of the `note` tool."""
+
+    verify: Callable[[NoteArgs, object], bool] | None
+    max_attempts: int
+    verifier_version: str | None
+    rate: TokenBucket | None
+    cost: float
+
+
+def executor(engine: sa.Engine, effects: Effects, **kwargs: Unpack[NoteOptions]) -> ToolExecutor:
+    tool = Tool("note", frozenset({Effect.WRITE_MEMORY}), NoteArgs, effects, **kwargs)
     return ToolExecutor.with_tools([tool], idempotency=LedgerIdempotency(engine, wait_s=0.3))
 
 
-def test_a_key_replays_across_executors_and_refuses_other_arguments(engine: sa.Engine):
+def test_a_key_replays_across_executors_and_refuses_other_arguments(engine: sa.Engine) -> None:
     effects = Effects()
     first = executor(engine, effects).call(WRITER, "note", {"text": "x"}, idempotency_key="k")
     other = executor(engine, effects)  # another owner, as another process would be
@@ -68,7 +80,7 @@ def test_a_key_replays_across_executors_and_refuses_other_arguments(engine: sa.E
     assert tuple(row) == ("done", 1)
 
 
-def test_a_failed_call_releases_its_key_to_the_next_process(engine: sa.Engine):
+def test_a_failed_call_releases_its_key_to_the_next_process(engine: sa.Engine) -> None:
     effects = Effects(fail_times=1)
     failed = executor(engine, effects).call(WRITER, "note", {"text": "x"}, idempotency_key="k")
     retried = executor(engine, effects).call(WRITER, "note", {"text": "x"}, idempotency_key="k")
@@ -77,7 +89,7 @@ def test_a_failed_call_releases_its_key_to_the_next_process(engine: sa.Engine):
     assert effects.done == ["x"]
 
 
-def test_a_claim_left_pending_by_a_dead_process_is_never_rerun(engine: sa.Engine):
+def test_a_claim_left_pending_by_a_dead_process_is_never_rerun(engine: sa.Engine) -> None:
     dead = LedgerIdempotency(engine, owner="crashed-worker")
     assert dead.claim("note", "k", {"text": "x"}, "writer").status == "claimed"
     effects = Effects()
@@ -87,7 +99,7 @@ def test_a_claim_left_pending_by_a_dead_process_is_never_rerun(engine: sa.Engine
     assert effects.done == []
 
 
-def test_a_failed_post_condition_stays_pinned_in_the_ledger(engine: sa.Engine):
+def test_a_failed_post_condition_stays_pinned_in_the_ledger(engine: sa.Engine) -> None:
     effects = Effects()
     ex = executor(engine, effects, verify=lambda _a, _r: False, verifier_version="never-v1")
     first = ex.call(WRITER, "note", {"text": "x"}, idempotency_key="k")
@@ -112,7 +124,7 @@ def _spawn(url: str, effects: Path, key: str) -> subprocess.Popen[str]:
 
 def test_two_processes_with_one_key_cause_one_effect_and_see_one_result(
     engine: sa.Engine, tmp_path: Path
-):
+) -> None:
     url = engine.url.render_as_string(hide_password=False)
     effects = tmp_path / "effects.txt"
     workers = [_spawn(url, effects, "file:d-1") for _ in range(2)]
@@ -135,7 +147,7 @@ def test_two_processes_with_one_key_cause_one_effect_and_see_one_result(
     assert outputs[0]["value"]["filed_by"] == filer["pid"]
 
 
-def test_two_connections_share_one_token_bucket(engine: sa.Engine):
+def test_two_connections_share_one_token_bucket(engine: sa.Engine) -> None:
     url = engine.url.render_as_string(hide_password=False)
     other_engine = make_engine(url)
     try:
@@ -162,12 +174,12 @@ def test_two_connections_share_one_token_bucket(engine: sa.Engine):
         other_engine.dispose()
 
 
-def test_the_executor_refuses_when_the_shared_bucket_is_empty(engine: sa.Engine):
+def test_the_executor_refuses_when_the_shared_bucket_is_empty(engine: sa.Engine) -> None:
     url = engine.url.render_as_string(hide_password=False)
     other_engine = make_engine(url)
     try:
         wall = [5_000.0]
-        tool_kwargs = {"rate": TokenBucket(capacity=1, refill_per_s=0.01)}
+        tool_kwargs: NoteOptions = {"rate": TokenBucket(capacity=1, refill_per_s=0.01)}
         first, second = Effects(), Effects()
         ex1 = ToolExecutor.with_tools(
             [Tool("note", frozenset({Effect.WRITE_MEMORY}), NoteArgs, first, **tool_kwargs)],

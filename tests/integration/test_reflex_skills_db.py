@@ -2,28 +2,38 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any, TypedDict
 
 import pytest
 import sqlalchemy as sa
 
 from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.reflex.experience import ExperienceRecord, read_experience, write_experiences
-from reflexmem.reflex.lifecycle import EvidenceKind, LifecycleError
-from reflexmem.reflex.skills import SkillLoadError
+from reflexmem.reflex.lifecycle import Evidence, EvidenceKind, LifecycleError
+from reflexmem.reflex.skills import SkillLoadError, SkillSpec
 from reflexmem.reflex.snapshot import load_snapshot
 from reflexmem.reflex.versions import register_skill, transition, transitions_of, version_info
 from tests.integration.reflex_data import bad, next_version, ok, spec
 
 S, K = SkillState, EvidenceKind
-PATH = [
+
+
+class Move(TypedDict, total=False):
+    """Keyword arguments of one move along the path."""
+
+    rollout_fraction: float
+
+
+PATH: list[tuple[SkillState, list[Evidence], Move]] = [
     (S.VALIDATING, [ok(K.EVALUATION)], {}),
     (S.LIMITED, [ok(K.REPLAY)], {"rollout_fraction": 0.25}),
     (S.ACTIVE, [ok(K.SHADOW), ok(K.ROLLOUT)], {}),
 ]
 
 
-def walk_to_active(conn: sa.Connection, skill) -> None:
+def walk_to_active(conn: sa.Connection, skill: SkillSpec) -> None:
     register_skill(conn, skill, actor="t")
     for to, evidence, kw in PATH:
         transition(conn, skill.skill_id, skill.version, to, evidence, actor="t", **kw)
@@ -33,7 +43,7 @@ def state(conn: sa.Connection, skill_id: str, version: int) -> SkillState:
     return version_info(conn, skill_id, version).state
 
 
-def test_a_version_walks_candidate_to_active_with_every_move_recorded(engine: sa.Engine):
+def test_a_version_walks_candidate_to_active_with_every_move_recorded(engine: sa.Engine) -> None:
     skill = spec()
     with engine.begin() as conn:
         info = register_skill(conn, skill, actor="loader")
@@ -85,7 +95,12 @@ def test_a_version_walks_candidate_to_active_with_every_move_recorded(engine: sa
         ([(S.REJECTED, [bad(K.EVALUATION)])], S.VALIDATING, [ok(K.EVALUATION)]),
     ],
 )
-def test_a_refused_move_changes_nothing(engine: sa.Engine, setup, to, evidence):
+def test_a_refused_move_changes_nothing(
+    engine: sa.Engine,
+    setup: list[tuple[SkillState, list[Evidence]]],
+    to: SkillState,
+    evidence: list[Evidence],
+) -> None:
     skill = spec()
     with engine.begin() as conn:
         register_skill(conn, skill)
@@ -100,7 +115,7 @@ def test_a_refused_move_changes_nothing(engine: sa.Engine, setup, to, evidence):
     assert after == before
 
 
-def test_limited_needs_a_rollout_fraction(engine: sa.Engine):
+def test_limited_needs_a_rollout_fraction(engine: sa.Engine) -> None:
     with engine.begin() as conn:
         register_skill(conn, spec())
         transition(conn, "filing_kind_rules", 1, S.VALIDATING, [ok(K.EVALUATION)], actor="t")
@@ -108,7 +123,7 @@ def test_limited_needs_a_rollout_fraction(engine: sa.Engine):
             transition(conn, "filing_kind_rules", 1, S.LIMITED, [ok(K.REPLAY)], actor="t")
 
 
-def test_quarantine_revalidation_and_retirement(engine: sa.Engine):
+def test_quarantine_revalidation_and_retirement(engine: sa.Engine) -> None:
     with engine.begin() as conn:
         walk_to_active(conn, spec())
         transition(conn, "filing_kind_rules", 1, S.QUARANTINED, [bad(K.DRIFT)], actor="audit")
@@ -119,7 +134,7 @@ def test_quarantine_revalidation_and_retirement(engine: sa.Engine):
             transition(conn, "filing_kind_rules", 1, S.VALIDATING, [ok(K.EVALUATION)], actor="t")
 
 
-def test_a_new_active_version_retires_the_old_one_in_the_same_move(engine: sa.Engine):
+def test_a_new_active_version_retires_the_old_one_in_the_same_move(engine: sa.Engine) -> None:
     with engine.begin() as conn:
         walk_to_active(conn, spec())
         register_skill(conn, next_version())
@@ -139,7 +154,7 @@ def test_a_new_active_version_retires_the_old_one_in_the_same_move(engine: sa.En
         assert state(conn, "filing_kind_rules", 1) == S.RETIRED
 
 
-def test_the_database_allows_one_active_version_per_skill(engine: sa.Engine):
+def test_the_database_allows_one_active_version_per_skill(engine: sa.Engine) -> None:
     with engine.begin() as conn:
         walk_to_active(conn, spec())
         register_skill(conn, next_version())
@@ -154,7 +169,9 @@ def test_the_database_allows_one_active_version_per_skill(engine: sa.Engine):
         (lambda: next_version(version=3), "fallback.previous_version", "not registered"),
     ],
 )
-def test_registration_refuses_skips_and_missing_parents(engine: sa.Engine, make, field, reason):
+def test_registration_refuses_skips_and_missing_parents(
+    engine: sa.Engine, make: Callable[[], SkillSpec], field: str, reason: str
+) -> None:
     with pytest.raises(SkillLoadError) as info, engine.begin() as conn:
         register_skill(conn, make())
     assert (info.value.field, reason in info.value.reason) == (field, True)
@@ -162,8 +179,8 @@ def test_registration_refuses_skips_and_missing_parents(engine: sa.Engine, make,
         assert conn.execute(sa.text("SELECT COUNT(*) FROM skill_versions")).scalar_one() == 0
 
 
-def test_a_version_cannot_hold_a_permission_its_parent_lacks(engine: sa.Engine):
-    def narrow(raw):
+def test_a_version_cannot_hold_a_permission_its_parent_lacks(engine: sa.Engine) -> None:
+    def narrow(raw: dict[str, Any]) -> None:
         raw["bounds"]["permissions"] = {"tools": [], "effects": ["read"]}
         raw["decision"]["action"] = None
 
@@ -177,7 +194,9 @@ def test_a_version_cannot_hold_a_permission_its_parent_lacks(engine: sa.Engine):
         assert conn.execute(sa.text("SELECT COUNT(*) FROM skill_versions")).scalar_one() == 1
 
 
-def test_a_registered_version_is_never_rewritten_and_its_state_never_edited(engine: sa.Engine):
+def test_a_registered_version_is_never_rewritten_and_its_state_never_edited(
+    engine: sa.Engine,
+) -> None:
     with engine.begin() as conn:
         register_skill(conn, spec())
         assert register_skill(conn, spec()).state == S.CANDIDATE  # same file: a no-op
@@ -187,7 +206,7 @@ def test_a_registered_version_is_never_rewritten_and_its_state_never_edited(engi
             register_skill(conn, spec(state="validating"))
 
 
-def test_an_episode_pins_the_version_it_started_with(engine: sa.Engine):
+def test_an_episode_pins_the_version_it_started_with(engine: sa.Engine) -> None:
     with engine.begin() as conn:
         walk_to_active(conn, spec())
         pinned = load_snapshot(conn, task_family="classify_filing")
@@ -200,8 +219,8 @@ def test_an_episode_pins_the_version_it_started_with(engine: sa.Engine):
     assert [s.key for s in later.usable("classify_filing")] == ["filing_kind_rules@2"]
 
 
-def base_record(**kw) -> ExperienceRecord:
-    values = {
+def base_record(**kw: object) -> ExperienceRecord:
+    values: dict[str, object] = {
         "episode_id": "e1",
         "agent_id": "a",
         "task_family": "classify_filing",
@@ -212,10 +231,10 @@ def base_record(**kw) -> ExperienceRecord:
         "recorded_at": datetime(2026, 1, 5, tzinfo=UTC),
     }
     values.update(kw)
-    return ExperienceRecord(**values)
+    return ExperienceRecord.model_validate(values)
 
 
-def test_an_episode_round_trips_and_must_pin_a_registered_version(engine: sa.Engine):
+def test_an_episode_round_trips_and_must_pin_a_registered_version(engine: sa.Engine) -> None:
     with engine.begin() as conn:
         register_skill(conn, spec())
         write_experiences(conn, [base_record(feedback={"correct": True}, cost=0.5, retries=1)])
@@ -244,7 +263,9 @@ def test_an_episode_round_trips_and_must_pin_a_registered_version(engine: sa.Eng
         {"status": "success", "skill_id": "filing_kind_rules"},  # a version is pinned whole
     ],
 )
-def test_the_database_refuses_episodes_that_break_the_contract(engine: sa.Engine, values):
+def test_the_database_refuses_episodes_that_break_the_contract(
+    engine: sa.Engine, values: dict[str, object]
+) -> None:
     row = {
         "episode_id": "e9",
         "agent_id": "a",

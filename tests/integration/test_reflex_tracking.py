@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from tests.integration.reflex_data import bad, next_version, ok, spec
 S, K = SkillState, EvidenceKind
 
 
-def walk(engine, tracker, skill_id: str, version: int) -> None:
+def walk(engine: sa.Engine, tracker: SkillTracker, skill_id: str, version: int) -> None:
     transition_tracked(
         engine, tracker, skill_id, version, S.VALIDATING, [ok(K.EVALUATION)], actor="t"
     )
@@ -34,7 +35,7 @@ def walk(engine, tracker, skill_id: str, version: int) -> None:
 
 
 @pytest.fixture
-def sqlite_engine(tmp_path: Path):
+def sqlite_engine(tmp_path: Path) -> Iterator[sa.Engine]:
     from infra import migrate
     from infra.db import make_engine
 
@@ -46,7 +47,7 @@ def sqlite_engine(tmp_path: Path):
 
 def test_every_version_is_a_model_version_with_lineage_and_aliases(
     sqlite_engine: sa.Engine, mlflow_uri: str, tmp_path: Path
-):
+) -> None:
     engine = sqlite_engine
     tracker = SkillTracker(mlflow_uri, artifact_root=tmp_path / "artifacts")
     first = register_tracked(engine, tracker, spec())
@@ -98,7 +99,7 @@ def test_every_version_is_a_model_version_with_lineage_and_aliases(
 
 def test_quarantine_removes_the_champion_and_a_refused_move_fails_its_run(
     sqlite_engine: sa.Engine, mlflow_uri: str, tmp_path: Path
-):
+) -> None:
     engine = sqlite_engine
     tracker = SkillTracker(mlflow_uri, artifact_root=tmp_path / "artifacts")
     register_tracked(engine, tracker, spec())

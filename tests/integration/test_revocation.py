@@ -32,7 +32,7 @@ from tests.integration.ledger_data import clean_stream
 from tests.support import make_resources, mature_and_evaluate, scalar, seed_ledger
 
 
-def _rows(engine: sa.Engine, sql: str, **params: object) -> list[sa.Row[tuple[object, ...]]]:
+def _rows(engine: sa.Engine, sql: str, **params: object) -> list[sa.Row[*tuple[object, ...]]]:
     with engine.connect() as conn:
         return list(conn.execute(sa.text(sql), params))
 
@@ -114,14 +114,15 @@ def test_a_preview_claimed_again_revokes_the_earlier_case_and_recall_never_shows
     assert revoked_by == result.batch_id
     assert admitted_by != result.batch_id
     assert result.batch_id in str(detail)
-    held = dict(
-        _rows(
+    held = {
+        row.subject_id: row.reason_code
+        for row in _rows(
             engine,
             "SELECT subject_id, reason_code FROM quarantine WHERE subject_id IN (:a, :b)",
             a=earlier,
             b=later,
         )
-    )
+    }
     assert held == {earlier: "preview_reused", later: "preview_reused"}
     batch = _rows(
         engine,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
+from typing import Any
 
 import pytest
 import yaml
@@ -37,7 +38,9 @@ def walked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Resources
     engine.dispose()
 
 
-def _moves(res: Resources, skill: str, version: int) -> list[tuple[str | None, str, list[dict]]]:
+def _moves(
+    res: Resources, skill: str, version: int
+) -> list[tuple[str | None, str, list[dict[str, Any]]]]:
     with res.engine.connect() as conn:
         rows = transitions_of(conn, skill, version)
     return [(r.from_state, r.to_state, list(r.evidence)) for r in rows]

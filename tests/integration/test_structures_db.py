@@ -57,6 +57,8 @@ def test_search_registers_versions_in_ledger_and_mlflow(
     exp = registry.client.get_experiment_by_name("structure-versions")
     assert exp.artifact_location == artifacts
     mv_root, mv_win = registry.version_of(root), registry.version_of(winner)
+    assert mv_root is not None
+    assert mv_win is not None
     assert (r.mlflow_model, r.mlflow_version) == (MODEL, str(mv_root.version))
     assert w.mlflow_version == str(mv_win.version)
     assert mv_win.tags["reflexmem.parent_id"] == root
@@ -236,9 +238,15 @@ def test_drift_quarantines_and_rolls_back_the_bundle_and_replay_matches(engine: 
     )
     assert structure.fingerprint() == cond.child.fingerprint()
     with engine.connect() as conn:
-        assert persist.bundle_row(conn, b2.bundle_id)["state"] == "quarantined"
-        assert persist.get_version(conn, b2_struct.structure_id).lifecycle == "quarantined"
-        assert persist.get_version(conn, cond.child.structure_id).lifecycle == "active"
+        b2_row = persist.bundle_row(conn, b2.bundle_id)
+        b2_version = persist.get_version(conn, b2_struct.structure_id)
+        cond_version = persist.get_version(conn, cond.child.structure_id)
+        assert b2_row is not None
+        assert b2_row["state"] == "quarantined"
+        assert b2_version is not None
+        assert b2_version.lifecycle == "quarantined"
+        assert cond_version is not None
+        assert cond_version.lifecycle == "active"
         kinds = [e["kind"] for e in persist.events(conn, ["drift", "quarantined", "rolled_back"])]
     assert kinds == ["drift", "quarantined", "rolled_back"]
     recorded, replayed = rollout.replay_recorded(engine, "office", env, b1.bundle_id)

@@ -12,6 +12,7 @@ import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
@@ -23,18 +24,21 @@ from reflexmem.operations.cycle import CycleReport
 from reflexmem.settings import Settings
 from tests.browser import chromium, mlflow_server
 
+if TYPE_CHECKING:
+    from selenium.webdriver.remote.webdriver import WebDriver
+
 WAIT_S = 60.0
 
 
 def _wait_text(
-    driver: object, wanted: list[str], absent: Sequence[str] = (), line: str | None = None
+    driver: WebDriver, wanted: list[str], absent: Sequence[str] = (), line: str | None = None
 ) -> str:
     """Wait until the page shows every `wanted` text, no `absent` one, and `line` as a line."""
     from selenium.webdriver.common.by import By
 
     deadline = time.monotonic() + WAIT_S
     while True:
-        text = str(driver.find_element(By.TAG_NAME, "body").text)  # type: ignore[attr-defined]
+        text = str(driver.find_element(By.TAG_NAME, "body").text)
         shown = all(w in text for w in wanted) and not any(a in text for a in absent)
         if shown and (line is None or line in text.splitlines()):
             return text
@@ -43,13 +47,13 @@ def _wait_text(
         time.sleep(0.5)
 
 
-def _search(driver: object, base: str, experiment_id: str, query: str) -> None:
+def _search(driver: WebDriver, base: str, experiment_id: str, query: str) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
-    driver.get(f"{base}/#/experiments/{experiment_id}/runs")  # type: ignore[attr-defined]
+    driver.get(f"{base}/#/experiments/{experiment_id}/runs")
     box = WebDriverWait(driver, WAIT_S).until(
         ec.element_to_be_clickable((By.CSS_SELECTOR, "input[data-testid='search-box']"))
     )

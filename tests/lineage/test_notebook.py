@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import jupytext
 import pytest
@@ -17,15 +18,16 @@ from reflexmem.settings import Settings
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "lineage_review.py"
 
 
-def _execute(workdir: Path) -> list[dict]:
+def _execute(workdir: Path) -> list[dict[str, Any]]:
     nb = jupytext.read(NOTEBOOK)
     NotebookClient(
         nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(workdir)}}
     ).execute()
-    return nb.cells
+    cells: list[dict[str, Any]] = nb.cells  # nbformat cells: dicts with attribute access
+    return cells
 
 
-def _text(cell: dict) -> str:
+def _text(cell: dict[str, Any]) -> str:
     out = []
     for o in cell.get("outputs", []):
         if o.get("output_type") == "stream":

@@ -47,7 +47,7 @@ def test_inverse_momentum_with_equal_moves_uses_the_tiny_eps_and_is_equal_weight
 
 def test_min_variance_uses_exactly_the_last_13_closes_with_population_std() -> None:
     rng = np.random.default_rng(7)
-    c = 100 * np.cumprod(1 + rng.normal(0, 0.01, size=(20, 3)), axis=0)
+    c = np.asarray(100 * np.cumprod(1 + rng.normal(0, 0.01, size=(20, 3)), axis=0), np.float64)
     r = c[-13:][1:] / c[-13:][:-1] - 1
     inv = 1 / r.std(axis=0, ddof=0)
     assert min_variance_weights(c) == pytest.approx(inv / inv.sum())
@@ -61,7 +61,7 @@ def test_min_variance_uses_exactly_the_last_13_closes_with_population_std() -> N
 
 def test_min_variance_falls_back_to_equal_weight_below_13_closes_or_on_a_flat_price() -> None:
     rng = np.random.default_rng(1)
-    c = 100 * np.cumprod(1 + rng.normal(0, 0.01, size=(12, 2)), axis=0)
+    c = np.asarray(100 * np.cumprod(1 + rng.normal(0, 0.01, size=(12, 2)), axis=0), np.float64)
     assert min_variance_weights(c) == pytest.approx([0.5, 0.5])
     flat = np.column_stack([np.full(13, 50.0), 100 + np.arange(13.0)])
     assert min_variance_weights(flat) == pytest.approx([0.5, 0.5])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -12,11 +14,11 @@ from reflexmem.ael.baselines import (
     momentum_weights,
 )
 from reflexmem.ael.metrics import compute_metrics
-from reflexmem.ael.panel import PricePanel
+from reflexmem.ael.panel import FloatArray, PricePanel
 from reflexmem.ael.splits import ChronoSplits
 from reflexmem.ael.table import DEFAULT_COST_BPS, run_episodes, run_table
 
-RULES = {
+RULES: dict[str, Callable[[FloatArray], FloatArray]] = {
     "equal_weight": lambda c: equal_weights(c.shape[1]),
     "momentum": lambda c: momentum_weights(c[-5:]),
     "inverse_momentum": lambda c: inverse_momentum_weights(c[-5:]),
@@ -24,7 +26,9 @@ RULES = {
 }
 
 
-def _continuous(panel: PricePanel, rule) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
+def _continuous(
+    panel: PricePanel, rule: Callable[[FloatArray], FloatArray]
+) -> tuple[FloatArray, FloatArray]:
     """The paper's code, written out: weights at every bar, turnover of one run."""
     c = panel.closes
     w = np.vstack([rule(c[: t + 1]) for t in range(panel.n_bars - 1)])
@@ -72,8 +76,9 @@ def test_the_first_decision_pays_nothing_and_split_boundaries_pay_the_carried_tu
         first = episodes[split].weights[0]
         assert episodes[split].turnover[0] == pytest.approx(np.abs(first - carried).sum())
         assert episodes[split].turnover[0] > 0
-        assert episodes[prev].carry is not None
-        np.testing.assert_allclose(episodes[prev].carry, carried)
+        carry = episodes[prev].carry
+        assert carry is not None
+        np.testing.assert_allclose(carry, carried)
     # the carried turnover is charged: the first test return at 10 bp is lower by c * turnover
     test = episodes["test"]
     assert test.net_returns(10.0)[0] == pytest.approx(

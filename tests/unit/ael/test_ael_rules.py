@@ -9,15 +9,22 @@ from reflexmem.ael.baselines import (
     momentum_weights,
 )
 from reflexmem.ael.environment import MarketEnvironment
-from reflexmem.ael.panel import PricePanel
+from reflexmem.ael.panel import FloatArray, PricePanel
 from reflexmem.ael.pricing import price_path
 from reflexmem.ael.regimes import REGIMES, regime_at, regime_codes
-from reflexmem.ael.rules import RULE_FAMILY, RuleAllocator, RuleBook, arm_weights_at, rule_weights
+from reflexmem.ael.rules import (
+    RULE_FAMILY,
+    Rule,
+    RuleAllocator,
+    RuleBook,
+    arm_weights_at,
+    rule_weights,
+)
 from reflexmem.ael.splits import ChronoSplits, walk_forward
 from reflexmem.synth import synthetic_prices
 
 
-def _reference(rule, c):  # type: ignore[no-untyped-def]
+def _reference(rule: Rule, c: FloatArray) -> FloatArray:
     if rule.kind == "equal_weight":
         return np.full(c.shape[1], 1 / c.shape[1])
     if rule.kind == "momentum":
@@ -28,7 +35,9 @@ def _reference(rule, c):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("rule", RULE_FAMILY, ids=lambda r: r.name)
-def test_vectorised_rule_rows_equal_the_per_view_rule_at_every_bar(rule, dfull: PricePanel) -> None:  # type: ignore[no-untyped-def]
+def test_vectorised_rule_rows_equal_the_per_view_rule_at_every_bar(
+    rule: Rule, dfull: PricePanel
+) -> None:
     c = dfull.closes
     w = rule_weights(c, rule)
     for t in range(dfull.n_bars):

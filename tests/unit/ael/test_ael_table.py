@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from reflexmem.ael.baselines import EqualWeight
+from reflexmem.ael.environment import Episode
 from reflexmem.ael.metrics import compute_metrics
 from reflexmem.ael.panel import PricePanel
 from reflexmem.ael.plots import plot_equity_curves
@@ -89,8 +90,8 @@ def test_registered_method_is_run_by_the_generic_runner(
     observed: list[str] = []
 
     class Observing(EqualWeight):
-        def observe_episode(self, episode: object) -> None:
-            observed.append(episode.split.name)  # type: ignore[attr-defined]
+        def observe_episode(self, episode: Episode) -> None:
+            observed.append(episode.split.name)
 
     register_method("test-observer", lambda _rng: Observing(), seeded=False)
     try:

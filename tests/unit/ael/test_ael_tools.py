@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 from reflexmem.ael.environment import MarketView
+from reflexmem.ael.panel import PricePanel
+from reflexmem.ael.splits import ChronoSplits
 from reflexmem.ael.tools import correlations, momentum, quant_risk, risk_score, technicals
 
 
@@ -48,8 +50,8 @@ def test_correlation_of_a_flat_series_is_zero_not_nan_and_score_is_bounded() -> 
 
 
 def test_the_composite_momentum_weight_is_re_derived_from_train_and_validation_only(
-    dfull,
-    dfull_splits,  # type: ignore[no-untyped-def]
+    dfull: PricePanel,
+    dfull_splits: ChronoSplits,
 ) -> None:
     from reflexmem.ael.tools import MOMENTUM_WEIGHT
     from reflexmem.ael.tools_calibration import derive_momentum_weight

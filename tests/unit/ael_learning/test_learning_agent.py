@@ -3,12 +3,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reflexmem.ael.environment import MarketEnvironment
+from reflexmem.ael.environment import Episode, MarketEnvironment
 from reflexmem.ael.learning import LEARNING_METHODS, RuleAgent, agent_session
 from reflexmem.ael.panel import PricePanel
 from reflexmem.ael.roles import evidence_for
 from reflexmem.ael.splits import ChronoSplits, Split, split_by_fractions
-from reflexmem.ael.table import get_method, run_table
+from reflexmem.ael.table import Row, get_method, run_table
 from reflexmem.memory.entries import FrozenError, MemoryEntry, Tier
 from reflexmem.memory.store import QUALITY_FLOOR
 from reflexmem.synth import synthetic_prices
@@ -19,7 +19,7 @@ def long_panel() -> PricePanel:
     return synthetic_prices(900, 6, seed=11)
 
 
-def _run(agent: RuleAgent, panel: PricePanel, splits: ChronoSplits) -> dict:
+def _run(agent: RuleAgent, panel: PricePanel, splits: ChronoSplits) -> dict[str, Episode]:
     return MarketEnvironment(panel).run_splits(tuple(splits), agent)
 
 
@@ -134,7 +134,7 @@ def test_same_seed_same_rows_and_other_seeds_differ(method: str, long_panel: Pri
     splits = split_by_fractions(long_panel.n_bars)
     assert get_method(method).seeded
 
-    def rows(seed: int) -> list[dict]:
+    def rows(seed: int) -> list[Row]:
         with agent_session():
             out = run_table(long_panel, splits, [method], seeds=[seed], cost_bps=[10.0])
         return [{k: v for k, v in r.items() if k != "timing"} for r in out]

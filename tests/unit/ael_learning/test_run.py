@@ -16,24 +16,24 @@ from reflexmem.ael.run import (
     panel_inputs,
     run_benchmark,
 )
-from reflexmem.ael.run_tasks import HINDSIGHT, SELECTED, rule_units
-from reflexmem.ael.table import DEFAULT_COST_BPS
+from reflexmem.ael.run_tasks import HINDSIGHT, SELECTED, PanelInputs, rule_units
+from reflexmem.ael.table import DEFAULT_COST_BPS, Row
 from reflexmem.synth import synthetic_prices
 
 METHODS = ("equal_weight", "momentum", "momentum_16", SELECTED, HINDSIGHT, "tools", "ael", "memory")
 
 
 @pytest.fixture(scope="module")
-def inputs():  # type: ignore[no-untyped-def]
+def inputs() -> PanelInputs:
     return panel_inputs(synthetic_prices(1200, 5, seed=5), name="synth", folds=2, bars_per_year=252)
 
 
 @pytest.fixture(scope="module")
-def result(inputs) -> BenchmarkResult:  # type: ignore[no-untyped-def]
+def result(inputs: PanelInputs) -> BenchmarkResult:
     return run_benchmark(inputs, seeds=[0, 1], methods=METHODS)
 
 
-def _strip(rows: list[dict]) -> list[dict]:
+def _strip(rows: list[Row]) -> list[Row]:
     return [{k: v for k, v in r.items() if k != "timing"} for r in rows]
 
 
@@ -78,7 +78,9 @@ def test_pooled_rows_concatenate_the_folds_and_carry_spa_on_the_seed_ensemble(
     assert mom["n_returns"] == test_returns
 
 
-def test_val_selected_rule_is_chosen_on_validation_and_ignores_the_test_split(inputs) -> None:  # type: ignore[no-untyped-def]
+def test_val_selected_rule_is_chosen_on_validation_and_ignores_the_test_split(
+    inputs: PanelInputs,
+) -> None:
     fold = inputs.folds[0]
     poisoned = inputs.panel.closes.copy()
     poisoned[fold.test.start :] *= np.linspace(0.2, 5.0, inputs.panel.n_assets)[None, :]
@@ -99,7 +101,9 @@ def test_every_learning_run_ran_test_frozen(result: BenchmarkResult) -> None:
     assert all(c["identical"] and c["split"] == "test" for c in checks)
 
 
-def test_per_seed_parts_combine_into_the_rows_of_one_call(inputs, result: BenchmarkResult) -> None:  # type: ignore[no-untyped-def]
+def test_per_seed_parts_combine_into_the_rows_of_one_call(
+    inputs: PanelInputs, result: BenchmarkResult
+) -> None:
     parts = [
         run_benchmark(
             inputs, seeds=[1], methods=METHODS, include_deterministic=False, statistics=False
@@ -110,7 +114,7 @@ def test_per_seed_parts_combine_into_the_rows_of_one_call(inputs, result: Benchm
     assert _strip(combined.rows) == _strip(result.rows)
 
 
-def test_two_workers_give_the_rows_of_one(inputs, result: BenchmarkResult) -> None:  # type: ignore[no-untyped-def]
+def test_two_workers_give_the_rows_of_one(inputs: PanelInputs, result: BenchmarkResult) -> None:
     parallel = run_benchmark(inputs, seeds=[0, 1], methods=METHODS, workers=2)
     assert _strip(parallel.rows) == _strip(result.rows)
 

@@ -33,6 +33,7 @@ def test_mlflow_lineage_has_a_parent_with_the_prices_and_nested_runs_per_method_
     )
     client = mlflow.MlflowClient(tracking_uri=mlflow_uri)
     parent = client.get_run(parent_id)
+    assert parent.inputs is not None
     (dataset_input,) = parent.inputs.dataset_inputs
     assert dataset_input.dataset.name == "prices"
     assert [t.value for t in dataset_input.tags if t.key == "mlflow.data.context"] == ["prices"]

@@ -1,4 +1,5 @@
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -30,10 +31,10 @@ def test_settings_read_mode_from_role_memory_mode(monkeypatch: pytest.MonkeyPatc
 def test_settings_are_frozen() -> None:
     settings = Settings()
     with pytest.raises(ValueError, match="frozen"):
-        settings.home = settings.home  # type: ignore[misc]
+        settings.home = settings.home
 
 
-def test_embedded_defaults_live_under_home(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_embedded_defaults_live_under_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("REFLEX_HOME", str(tmp_path))
     monkeypatch.delenv("REFLEX_DATABASE_URL", raising=False)
     settings = Settings()

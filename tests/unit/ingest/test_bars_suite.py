@@ -27,7 +27,7 @@ def test_every_expectation_is_a_reason_code_in_priority_order() -> None:
 def _bars(n: int) -> pl.DataFrame:
     """n bars on 7 symbols with duplicates and out-of-order stamps spread over the file."""
     i = pl.int_range(n, eager=True)
-    ts = pl.datetime(2025, 1, 1, time_zone="UTC") + pl.duration(hours=i // 7)
+    ts = pl.datetime(2025, 1, 1, time_zone="UTC") + pl.duration(hours=pl.lit(i // 7))
     frame = pl.DataFrame({"i": i}).select(
         (pl.col("i") + 1).cast(pl.Int64).alias(ROW),
         pl.format("S{}", pl.col("i") % 7).alias("symbol"),

@@ -41,7 +41,8 @@ def test_lookups_never_see_a_bar_after_the_query_instant() -> None:
 def test_window_stats_counts_bars_and_scales_volatility_to_days() -> None:
     src = source()
     start = np.array([T0, T0], dtype="datetime64[us]")
-    end = start + np.timedelta64(10 * 6, "h")
+    # astype: numpy's stubs type (datetime64 array + timedelta64) as a timedelta64 array
+    end = (start + np.timedelta64(10 * 6, "h")).astype("datetime64[us]")
     stats = window_stats(src, np.array(["UP", "ZZ"]), start, end)
     assert stats.bars.tolist() == [10, 10]
     assert stats.daily_vol[0] < 1e-9  # constant log return: no volatility
@@ -54,9 +55,8 @@ def test_trailing_signal_reads_the_trend_before_the_decision_only() -> None:
     sig = trailing_signal(src, np.array(["UP", "ZZ"]), at, lookback_bars=4, vol_bars=20)
     assert sig[0] == pytest.approx(1.0)  # a steady rise is the strongest long signal
     assert -1 <= sig[1] <= 1
-    early = trailing_signal(
-        src, np.array(["ZZ"]), at[:1] - np.timedelta64(29 * 6, "h"), lookback_bars=4, vol_bars=20
-    )
+    earlier = (at[:1] - np.timedelta64(29 * 6, "h")).astype("datetime64[us]")  # as above
+    early = trailing_signal(src, np.array(["ZZ"]), earlier, lookback_bars=4, vol_bars=20)
     assert np.isnan(early[0])
 
 

@@ -52,7 +52,9 @@ def test_unsettled_reasons_is_vectorized_over_a_large_batch() -> None:
     target = opened + rng.integers(0, 15, n) * H
     symbols = np.where(rng.random(n) < 0.1, "NONE", "GAP")
     got = unsettled_reasons(src, symbols, opened, target)
-    ts = src.series("GAP").timestamps  # type: ignore[union-attr]
+    gap_series = src.series("GAP")
+    assert gap_series is not None
+    ts = gap_series.timestamps
     in_window = np.searchsorted(ts, target, "right") > np.searchsorted(ts, opened, "right")
     gap = (symbols == "NONE") | ((target <= ts[-1]) & ~in_window)
     assert (got == Unsettled.NO_MARKET_DATA.value).tolist() == gap.tolist()

@@ -1,4 +1,5 @@
 import json
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from reflexmem.memory.entries import FrozenError
 ARMS = ("none", "recent_window", "full_detailed")
 
 
-def test_every_arm_starts_at_beta_one_one():
+def test_every_arm_starts_at_beta_one_one() -> None:
     state = BanditState.initial(ARMS)
     assert state.alpha == (1.0, 1.0, 1.0)
     assert state.beta == (1.0, 1.0, 1.0)
@@ -29,22 +30,22 @@ def test_every_arm_starts_at_beta_one_one():
     ("outcome", "reward"),
     [(-1.0, 0.0), (0.0, 0.5), (1.0, 1.0), (0.5, 0.75), (3.0, 1.0), (-7.0, 0.0)],
 )
-def test_reward_is_the_clipped_affine_map_of_the_outcome(outcome, reward):
+def test_reward_is_the_clipped_affine_map_of_the_outcome(outcome: float, reward: float) -> None:
     assert reward_from_outcome(outcome) == reward
 
 
-def test_non_finite_outcome_is_rejected():
+def test_non_finite_outcome_is_rejected() -> None:
     with pytest.raises(ValueError, match="finite"):
         reward_from_outcome(float("nan"))
 
 
-def test_uniform_credit_goes_to_the_chosen_arm_only():
+def test_uniform_credit_goes_to_the_chosen_arm_only() -> None:
     state = update(BanditState.initial(ARMS), "recent_window", 0.75)
     assert state.alpha == (1.0, 1.75, 1.0)
     assert state.beta == (1.0, 1.25, 1.0)
 
 
-def test_update_rejects_unknown_arms_and_rewards_outside_unit_interval():
+def test_update_rejects_unknown_arms_and_rewards_outside_unit_interval() -> None:
     state = BanditState.initial(ARMS)
     with pytest.raises(KeyError):
         update(state, "ghost", 0.5)
@@ -52,7 +53,7 @@ def test_update_rejects_unknown_arms_and_rewards_outside_unit_interval():
         update(state, "none", 1.5)
 
 
-def test_fractional_credit_spreads_window_mean_by_usage():
+def test_fractional_credit_spreads_window_mean_by_usage() -> None:
     state = update_fractional(
         BanditState.initial(ARMS),
         ["none", "none", "full_detailed", "none"],
@@ -65,7 +66,7 @@ def test_fractional_credit_spreads_window_mean_by_usage():
     assert total_mass == pytest.approx(4.0)
 
 
-def test_state_round_trips_through_json_with_identical_bytes():
+def test_state_round_trips_through_json_with_identical_bytes() -> None:
     state = update(BanditState.initial(ARMS), "none", 0.3)
     text = state.to_json()
     assert BanditState.from_json(text) == state
@@ -73,7 +74,7 @@ def test_state_round_trips_through_json_with_identical_bytes():
     assert json.loads(text)["arms"] == list(ARMS)
 
 
-def test_same_seed_gives_same_picks_and_different_seeds_differ():
+def test_same_seed_gives_same_picks_and_different_seeds_differ() -> None:
     def picks(seed: int) -> list[str]:
         bandit = ThompsonBandit(ARMS, rng=seed)
         out = []
@@ -90,7 +91,7 @@ def test_same_seed_gives_same_picks_and_different_seeds_differ():
     assert generator_picks == [bandit.select() for _ in range(3)]
 
 
-def test_thompson_sampling_converges_to_the_better_arm():
+def test_thompson_sampling_converges_to_the_better_arm() -> None:
     rng = np.random.default_rng(2024)
     success = {"none": 0.2, "recent_window": 0.5, "full_detailed": 0.8}
     bandit = ThompsonBandit(ARMS, rng=7)
@@ -104,7 +105,7 @@ def test_thompson_sampling_converges_to_the_better_arm():
     assert best_arm(bandit.state) == "full_detailed"
 
 
-def test_added_arm_starts_at_the_prior_and_keeps_existing_indices():
+def test_added_arm_starts_at_the_prior_and_keeps_existing_indices() -> None:
     state = add_arm(update(BanditState.initial(ARMS), "none", 1.0), "evolved")
     assert state.arms == (*ARMS, "evolved")
     assert state.alpha == (2.0, 1.0, 1.0, 1.0)
@@ -113,16 +114,17 @@ def test_added_arm_starts_at_the_prior_and_keeps_existing_indices():
         add_arm(state, "none")
 
 
-def test_frozen_bandit_selects_but_refuses_updates():
+def test_frozen_bandit_selects_but_refuses_updates() -> None:
     bandit = ThompsonBandit(ARMS, rng=0)
     bandit.update("none", 0.2)
     bandit.freeze()
     before = bandit.state.to_json()
-    for write in (
+    writes: tuple[Callable[[], object], ...] = (
         lambda: bandit.update("none", 1.0),
         lambda: bandit.update_fractional(["none"], [1.0]),
         lambda: bandit.add_arm("new"),
-    ):
+    )
+    for write in writes:
         with pytest.raises(FrozenError):
             write()
     assert bandit.select() in ARMS

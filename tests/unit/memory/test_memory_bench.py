@@ -3,7 +3,7 @@ import json
 from reflexmem.memory.bench import bench_memory
 
 
-def test_bench_reports_json_able_per_episode_microseconds_and_parts():
+def test_bench_reports_json_able_per_episode_microseconds_and_parts() -> None:
     result = bench_memory(episodes=20, seed=1)
     assert json.loads(json.dumps(result)) == result
     assert result["entries_per_tier"] == 500

@@ -52,7 +52,7 @@ def filled_store() -> InMemoryStore:
     return store
 
 
-def test_patterns_carry_support_and_confidence():
+def test_patterns_carry_support_and_confidence() -> None:
     store = filled_store()
     patterns = {p.tag: p for p in find_patterns(store.entries("ns"), min_support=2)}
     assert set(patterns) == {"momentum", "meanrev"}
@@ -65,7 +65,7 @@ def test_patterns_carry_support_and_confidence():
     assert meanrev.confidence == pytest.approx(2 / 3)
 
 
-def test_distilling_a_window_writes_patterns_and_promotes_strong_ones_as_candidates():
+def test_distilling_a_window_writes_patterns_and_promotes_strong_ones_as_candidates() -> None:
     store = filled_store()
     report = distill_window(store, "ns", 0, 10)
     key = window_key("ns", 0, 10)
@@ -82,7 +82,7 @@ def test_distilling_a_window_writes_patterns_and_promotes_strong_ones_as_candida
     assert rule.confidence == pytest.approx(5 / 6)
 
 
-def test_rerunning_a_window_writes_nothing_new():
+def test_rerunning_a_window_writes_nothing_new() -> None:
     store = filled_store()
     distill_window(store, "ns", 0, 10)
     before = json.dumps(store.to_dict(), sort_keys=True)
@@ -93,7 +93,7 @@ def test_rerunning_a_window_writes_nothing_new():
     assert json.dumps(store.to_dict(), sort_keys=True) == before
 
 
-def test_rerun_after_a_crash_before_the_window_was_marked_writes_nothing_new():
+def test_rerun_after_a_crash_before_the_window_was_marked_writes_nothing_new() -> None:
     store = filled_store()
     distill_window(store, "ns", 0, 10)
     store._windows.clear()  # simulate a crash between the writes and mark_window
@@ -104,13 +104,13 @@ def test_rerun_after_a_crash_before_the_window_was_marked_writes_nothing_new():
     assert len(store.entries("ns")) == count
 
 
-def test_promotion_thresholds_are_configurable():
+def test_promotion_thresholds_are_configurable() -> None:
     store = filled_store()
     strict = DistillConfig(promote_min_support=7)
     assert distill_window(store, "ns", 0, 10, strict).promoted == ()
 
 
-def test_candidates_are_never_recalled_until_activated():
+def test_candidates_are_never_recalled_until_activated() -> None:
     store = filled_store()
     report = distill_window(store, "ns", 0, 10)
     rule_id = report.promoted[0]
@@ -133,7 +133,7 @@ def run_loop(episodes: int, warmup: int) -> tuple[LearningLoop, dict[int, str]]:
     return loop, distilled
 
 
-def test_loop_distils_every_ten_episodes_per_namespace():
+def test_loop_distils_every_ten_episodes_per_namespace() -> None:
     loop, distilled = run_loop(30, warmup=0)
     assert distilled == {
         9: "ns:episodes:0-10",
@@ -144,7 +144,7 @@ def test_loop_distils_every_ten_episodes_per_namespace():
     assert [e.support for e in semantic] == [10, 10, 10]
 
 
-def test_loop_skips_distillation_of_windows_ending_in_warm_up():
+def test_loop_skips_distillation_of_windows_ending_in_warm_up() -> None:
     loop, distilled = run_loop(20, warmup=15)
     assert distilled == {19: "ns:episodes:10-20"}
     assert not loop.store.has_window("ns", "ns:episodes:0-10")

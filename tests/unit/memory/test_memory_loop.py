@@ -1,23 +1,34 @@
 import json
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 
 from reflexmem.memory.bandit import BanditState, CreditMode
-from reflexmem.memory.entries import FrozenError, MemoryEntry, Tier
-from reflexmem.memory.loop import LearningLoop
+from reflexmem.memory.entries import EntryState, FrozenError, MemoryEntry, Tier
+from reflexmem.memory.loop import EpisodeReport, LearningLoop
 from reflexmem.memory.policies import default_policies
 from reflexmem.memory.schedule import LearningSchedule
+from reflexmem.memory.store import InMemoryStore
 
 DEFAULT_ARMS = tuple(p.name for p in default_policies())
 
 
-def play(loop: LearningLoop, outcome: float, tags: tuple[str, ...] = ("momentum",)):
+def play(
+    loop: LearningLoop, outcome: float, tags: tuple[str, ...] = ("momentum",)
+) -> EpisodeReport:
     loop.select_policy()
     loop.retrieve("momentum breakout")
     return loop.record_episode(f"episode {loop.episode}", outcome, 0.8, tags=tags)
 
 
-def test_warm_up_makes_no_learning_updates_for_fifteen_episodes():
+def dump(loop: LearningLoop) -> dict[str, Any]:
+    """The loop's store as plain data (a loop built without a store owns an in-memory one)."""
+    assert isinstance(loop.store, InMemoryStore)
+    return loop.store.to_dict()
+
+
+def test_warm_up_makes_no_learning_updates_for_fifteen_episodes() -> None:
     loop = LearningLoop("agent", rng=1)
     for _ in range(15):
         report = play(loop, 1.0)
@@ -33,7 +44,7 @@ def test_warm_up_makes_no_learning_updates_for_fifteen_episodes():
     assert loop.bandit_state.alpha[chosen] == 2.0
 
 
-def test_uniform_credit_updates_the_chosen_arm_with_the_clipped_reward():
+def test_uniform_credit_updates_the_chosen_arm_with_the_clipped_reward() -> None:
     loop = LearningLoop("agent", schedule=LearningSchedule(warmup_episodes=0), rng=3)
     report = play(loop, -0.5)
     i = DEFAULT_ARMS.index(report.record.policy)
@@ -43,7 +54,7 @@ def test_uniform_credit_updates_the_chosen_arm_with_the_clipped_reward():
     assert sum(loop.bandit_state.alpha) == pytest.approx(len(DEFAULT_ARMS) + 0.25)
 
 
-def test_fractional_credit_is_applied_once_per_window():
+def test_fractional_credit_is_applied_once_per_window() -> None:
     schedule = LearningSchedule(warmup_episodes=0, credit=CreditMode.FRACTIONAL)
     loop = LearningLoop("agent", schedule=schedule, rng=3)
     for _ in range(9):
@@ -59,9 +70,9 @@ def test_fractional_credit_is_applied_once_per_window():
         assert a == pytest.approx(1.0 + used.count(arm) * mean_reward)
 
 
-def run(outcomes, **config):
+def run(outcomes: Sequence[float], **config: Any) -> tuple[LearningLoop, list[tuple[int, int]]]:
     loop = LearningLoop("agent", schedule=LearningSchedule(**config), rng=5)
-    added_at = []
+    added_at: list[tuple[int, int]] = []
     for s in outcomes:
         before = len(loop.policies)
         report = play(loop, s)
@@ -71,7 +82,7 @@ def run(outcomes, **config):
     return loop, added_at
 
 
-def test_evolution_gate_adds_one_policy_at_windows_ten_fifteen_twenty_when_reward_is_low():
+def test_evolution_gate_adds_one_policy_at_windows_ten_fifteen_twenty_when_reward_is_low() -> None:
     loop, added_at = run([-0.5] * 250)  # reward 0.25 < 0.4
     assert added_at == [(99, 10), (149, 15), (199, 20), (249, 25)]
     assert len(loop.policies) == len(DEFAULT_ARMS) + 4
@@ -88,20 +99,20 @@ def test_evolution_gate_adds_one_policy_at_windows_ten_fifteen_twenty_when_rewar
 
 
 @pytest.mark.parametrize("outcome", [0.5, -0.18])  # rewards 0.75 and 0.41
-def test_evolution_gate_adds_nothing_when_reward_is_not_below_threshold(outcome):
+def test_evolution_gate_adds_nothing_when_reward_is_not_below_threshold(outcome: float) -> None:
     loop, added_at = run([outcome] * 250)
     assert added_at == []
     assert loop.events == ()
     assert len(loop.policies) == len(DEFAULT_ARMS)
 
 
-def test_evolution_gate_judges_only_the_last_five_windows():
+def test_evolution_gate_judges_only_the_last_five_windows() -> None:
     _, added_at = run([-1.0] * 50 + [1.0] * 50 + [-0.22] * 50)
     # windows 1-5 were bad, 6-10 good: no evolution at window 10; 11-15 at 0.39: one
     assert added_at == [(149, 15)]
 
 
-def test_frozen_loop_refuses_every_write_and_keeps_state_byte_identical():
+def test_frozen_loop_refuses_every_write_and_keeps_state_byte_identical() -> None:
     loop = LearningLoop("agent", rng=9)
     for i in range(60):
         play(loop, 0.6 if i % 3 else -0.2, tags=("momentum", f"t{i % 4}"))
@@ -109,20 +120,21 @@ def test_frozen_loop_refuses_every_write_and_keeps_state_byte_identical():
     loop.freeze()
 
     def state() -> str:
-        return json.dumps([loop.snapshot(), loop.store.to_dict()], sort_keys=True)
+        return json.dumps([loop.snapshot(), dump(loop)], sort_keys=True)
 
     before = state()
     loop.select_policy()
     recalled = loop.retrieve("momentum")
+    assert loop.current_policy is not None
     assert recalled.policy == loop.current_policy.name
     some_id = loop.store.entries("agent")[0].id
-    writes = [
+    writes: list[Callable[[], object]] = [
         lambda: loop.record_episode("late", 1.0, 0.9, tags=("momentum",)),
         lambda: loop.record_episode("weak", 1.0, 0.0),
         lambda: loop.store.put(
             MemoryEntry(id="x", namespace="agent", tier=Tier.EPISODIC, text="x")
         ),
-        lambda: loop.store.set_state(some_id, "retired"),
+        lambda: loop.store.set_state(some_id, EntryState.RETIRED),
         lambda: loop.store.mark_window("agent", "agent:episodes:60-70"),
     ]
     for write in writes:
@@ -133,7 +145,7 @@ def test_frozen_loop_refuses_every_write_and_keeps_state_byte_identical():
     assert play(loop, 1.0).record.episode == 60
 
 
-def test_retrieve_and_record_require_a_selected_policy():
+def test_retrieve_and_record_require_a_selected_policy() -> None:
     loop = LearningLoop("agent")
     with pytest.raises(RuntimeError, match="select_policy"):
         loop.retrieve("q")
@@ -141,7 +153,7 @@ def test_retrieve_and_record_require_a_selected_policy():
         loop.record_episode("t", 0.0, 0.5)
 
 
-def test_low_quality_episode_is_refused_by_memory_but_still_rewards_the_bandit():
+def test_low_quality_episode_is_refused_by_memory_but_still_rewards_the_bandit() -> None:
     loop = LearningLoop("agent", schedule=LearningSchedule(warmup_episodes=0), rng=0)
     loop.select_policy()
     report = loop.record_episode("noise", 1.0, 0.1)
@@ -150,18 +162,18 @@ def test_low_quality_episode_is_refused_by_memory_but_still_rewards_the_bandit()
     assert sum(loop.bandit_state.alpha) == len(DEFAULT_ARMS) + 1.0
 
 
-def test_same_seed_reproduces_the_whole_run():
+def test_same_seed_reproduces_the_whole_run() -> None:
     def snapshot(seed: int) -> str:
         loop = LearningLoop("agent", rng=seed)
         for i in range(120):
             play(loop, -0.6 if i % 2 else 0.1, tags=(f"t{i % 3}",))
-        return json.dumps([loop.snapshot(), loop.store.to_dict()], sort_keys=True)
+        return json.dumps([loop.snapshot(), dump(loop)], sort_keys=True)
 
     assert snapshot(4) == snapshot(4)
     assert snapshot(4) != snapshot(5)
 
 
-def test_retrieved_context_respects_the_selected_policy_budget():
+def test_retrieved_context_respects_the_selected_policy_budget() -> None:
     loop = LearningLoop("agent", schedule=LearningSchedule(warmup_episodes=0), rng=2)
     for _ in range(40):
         play(loop, 0.7)
@@ -173,7 +185,7 @@ def test_retrieved_context_respects_the_selected_policy_budget():
         loop.record_episode("again", 0.7, 0.8)
 
 
-def test_a_forced_policy_is_used_and_draws_nothing_from_the_generator():
+def test_a_forced_policy_is_used_and_draws_nothing_from_the_generator() -> None:
     forced = LearningLoop("agent", rng=6)
     sampled = LearningLoop("agent", rng=6)
     assert forced.select_policy(name="compressed").name == "compressed"

@@ -11,6 +11,13 @@ from reflexmem.memory.store import InMemoryStore
 NS = "role:momentum"
 
 
+def stored(store: InMemoryStore, entry_id: str) -> MemoryEntry:
+    """The entry the test expects the store to hold."""
+    entry = store.get(entry_id)
+    assert entry is not None, entry_id
+    return entry
+
+
 def _episodes(store: InMemoryStore, start: int, outcomes: list[float], tag: str) -> None:
     for i, s in enumerate(outcomes):
         idx = start + i
@@ -63,11 +70,11 @@ def test_an_anecdote_is_a_candidate_until_a_second_episode_supports_it() -> None
     store = InMemoryStore()
     _episodes(store, 0, [-0.5], "pattern:k2")
     (v1,) = distill_merged(store, NS, 0, 10, CFG).written
-    assert store.get(v1).state is EntryState.CANDIDATE  # type: ignore[union-attr]
+    assert stored(store, v1).state is EntryState.CANDIDATE
     _episodes(store, 10, [-0.4], "pattern:k2")
     (v2,) = distill_merged(store, NS, 10, 20, CFG).written
-    assert store.get(v1).state is EntryState.RETIRED  # type: ignore[union-attr]
-    assert store.get(v2).state is EntryState.ACTIVE  # type: ignore[union-attr]
+    assert stored(store, v1).state is EntryState.RETIRED
+    assert stored(store, v2).state is EntryState.ACTIVE
 
 
 def test_a_rule_is_confirmed_only_by_episodes_after_its_promotion() -> None:
@@ -75,15 +82,15 @@ def test_a_rule_is_confirmed_only_by_episodes_after_its_promotion() -> None:
     _episodes(store, 0, [-0.5] * 5, "pattern:k3")
     report = distill_merged(store, NS, 0, 10, CFG)
     (rule_id,) = report.promoted
-    assert store.get(rule_id).state is EntryState.CANDIDATE  # type: ignore[union-attr]
+    assert stored(store, rule_id).state is EntryState.CANDIDATE
     # Four more agreeing episodes are not enough: confirmation needs as many as promotion.
     _episodes(store, 10, [-0.5] * 4, "pattern:k3")
     assert distill_merged(store, NS, 10, 20, CFG).confirmed == ()
     _episodes(store, 20, [-0.5], "pattern:k3")
     (active,) = distill_merged(store, NS, 20, 30, CFG).confirmed
-    assert store.get(active).state is EntryState.ACTIVE  # type: ignore[union-attr]
-    assert store.get(rule_id).state is EntryState.RETIRED  # type: ignore[union-attr]
-    assert store.get(active).text.startswith("Rule [AAPL]:")  # type: ignore[union-attr]
+    assert stored(store, active).state is EntryState.ACTIVE
+    assert stored(store, rule_id).state is EntryState.RETIRED
+    assert stored(store, active).text.startswith("Rule [AAPL]:")
 
 
 def test_a_rule_whose_later_episodes_disagree_is_rejected() -> None:
@@ -93,7 +100,7 @@ def test_a_rule_whose_later_episodes_disagree_is_rejected() -> None:
     _episodes(store, 10, [0.4, 0.3, 0.5, -0.2, 0.6], "pattern:k4")
     report = distill_merged(store, NS, 10, 20, CFG)
     assert report.rejected == (rule_id,)
-    assert store.get(rule_id).state is EntryState.RETIRED  # type: ignore[union-attr]
+    assert stored(store, rule_id).state is EntryState.RETIRED
     # A rejected rule is not promoted again from the same pattern.
     _episodes(store, 20, [-0.5] * 9, "pattern:k4")
     assert distill_merged(store, NS, 20, 30, CFG).promoted == ()

@@ -30,7 +30,7 @@ def entry(i: int, text: str, tier: Tier = Tier.EPISODIC, namespace: str = "ns") 
     )
 
 
-def test_default_policies_are_the_five_named_arms():
+def test_default_policies_are_the_five_named_arms() -> None:
     assert [p.name for p in default_policies()] == [
         "none",
         "recent_window",
@@ -43,11 +43,11 @@ def test_default_policies_are_the_five_named_arms():
 
 
 @pytest.mark.parametrize("policy", default_policies())
-def test_policies_round_trip_through_dict(policy):
+def test_policies_round_trip_through_dict(policy: RetrievalPolicy) -> None:
     assert RetrievalPolicy.from_dict(policy.to_dict()) == policy
 
 
-def test_none_policy_retrieves_nothing():
+def test_none_policy_retrieves_nothing() -> None:
     store = InMemoryStore()
     store.put(entry(1, "momentum works"))
     recalled = retrieve(store, "ns", NONE, "momentum", now_episode=2)
@@ -56,16 +56,18 @@ def test_none_policy_retrieves_nothing():
     assert recalled.tokens == 0
 
 
-def test_recent_window_only_sees_the_last_episodes():
+def test_recent_window_only_sees_the_last_episodes() -> None:
     store = InMemoryStore()
     for i in range(40):
         store.put(entry(i, "momentum works"))
     recalled = retrieve(store, "ns", RECENT_WINDOW, "momentum", now_episode=40)
-    assert all(e.created_episode >= 40 - RECENT_WINDOW.recent_window for e in recalled.entries)
+    window = RECENT_WINDOW.recent_window
+    assert window is not None
+    assert all(e.created_episode >= 40 - window for e in recalled.entries)
     assert len(recalled.entries) == RECENT_WINDOW.top_k
 
 
-def test_compressed_policy_reads_only_distilled_tiers():
+def test_compressed_policy_reads_only_distilled_tiers() -> None:
     store = InMemoryStore()
     store.put(entry(1, "momentum episodic"))
     store.put(entry(1, "momentum semantic", Tier.SEMANTIC))
@@ -74,12 +76,12 @@ def test_compressed_policy_reads_only_distilled_tiers():
     assert recalled.context == "- momentum semantic"
 
 
-def test_whitespace_tokenizer_counts_words():
+def test_whitespace_tokenizer_counts_words() -> None:
     assert count_tokens("  a b\n c\t d ") == 4
     assert count_tokens("") == 0
 
 
-def test_render_stays_within_the_token_budget_and_truncates_the_last_entry():
+def test_render_stays_within_the_token_budget_and_truncates_the_last_entry() -> None:
     ranked = [
         RankedEntry(entry(i, " ".join(f"w{j}" for j in range(10))), score=1.0, match=1.0)
         for i in range(5)
@@ -96,13 +98,13 @@ def test_render_stays_within_the_token_budget_and_truncates_the_last_entry():
     assert count_tokens(text) == 22
 
 
-def test_detailed_format_shows_tier_quality_and_episode():
+def test_detailed_format_shows_tier_quality_and_episode() -> None:
     ranked = [RankedEntry(entry(7, "buy dips"), score=1.0, match=1.0)]
     text, _ = render(FULL_DETAILED, ranked)
     assert text == "[episodic q=0.80 ep=7] buy dips"
 
 
-def test_retrieval_excludes_candidates_and_other_namespaces():
+def test_retrieval_excludes_candidates_and_other_namespaces() -> None:
     store = InMemoryStore()
     store.put(entry(1, "momentum rule", Tier.PROCEDURAL))
     store.set_state("ns-procedural-1", EntryState.CANDIDATE)
@@ -112,7 +114,7 @@ def test_retrieval_excludes_candidates_and_other_namespaces():
     assert [e.id for e in recalled.entries] == ["ns-episodic-2"]
 
 
-def test_derived_policy_widens_recall_deterministically():
+def test_derived_policy_widens_recall_deterministically() -> None:
     child = derive_policy(RECENT_WINDOW, ["recent_window"])
     assert child == derive_policy(RECENT_WINDOW, ["recent_window"])
     assert child.name == "recent_window+g1"
@@ -130,7 +132,7 @@ def test_derived_policy_widens_recall_deterministically():
     assert (from_none.top_k, from_none.token_budget) == (5, 300)
 
 
-def test_policy_rejects_duplicate_tiers_and_negative_sizes():
+def test_policy_rejects_duplicate_tiers_and_negative_sizes() -> None:
     with pytest.raises(ValueError, match="twice"):
         RetrievalPolicy("x", (Tier.EPISODIC, Tier.EPISODIC))
     with pytest.raises(ValueError, match=">= 0"):

@@ -2,7 +2,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reflexmem.memory.entries import EntryState, MemoryEntry, Tier
-from reflexmem.memory.policies import default_policies, retrieve
+from reflexmem.memory.policies import RetrievalPolicy, default_policies, retrieve
 from reflexmem.memory.store import InMemoryStore
 
 CAP = 6
@@ -37,8 +37,8 @@ entries = st.builds(
     now=st.integers(0, 400),
 )
 def test_retrieval_returns_only_active_entries_of_its_namespace_within_caps(
-    batch, query, policy, now
-):
+    batch: list[MemoryEntry], query: str, policy: RetrievalPolicy, now: int
+) -> None:
     store = InMemoryStore(cap=CAP)
     for e in batch:
         store.put(e)

@@ -5,6 +5,7 @@ import pytest
 
 from reflexmem.memory.entries import MemoryEntry, Tier
 from reflexmem.memory.ranking import (
+    MatchFn,
     TokenOverlapMatcher,
     batch_match,
     rank,
@@ -33,11 +34,11 @@ def entry(
     )
 
 
-def constant(value: float):
+def constant(value: float) -> MatchFn:
     return lambda query, entries: np.full(len(entries), value)
 
 
-def test_ranking_formula_matches_a_hand_computed_case():
+def test_ranking_formula_matches_a_hand_computed_case() -> None:
     # f=0.5, q=0.8, age=10, semantic boost 1.2:
     # 0.5 * (0.5 + 0.4) * (0.3 + 0.7 * exp(-0.1)) * 1.2
     expected = 0.5 * 0.9 * (0.3 + 0.7 * math.exp(-0.1)) * 1.2
@@ -48,7 +49,7 @@ def test_ranking_formula_matches_a_hand_computed_case():
     assert ranked.match == 0.5
 
 
-def test_rank_scores_vectorised_agrees_with_scalar_formula():
+def test_rank_scores_vectorised_agrees_with_scalar_formula() -> None:
     match = np.array([1.0, 0.25, 0.0])
     quality = np.array([0.0, 1.0, 0.7])
     age = np.array([0.0, 100.0, 3.0])
@@ -62,7 +63,7 @@ def test_rank_scores_vectorised_agrees_with_scalar_formula():
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
-def test_tier_boosts_order_equal_entries_procedural_semantic_episodic():
+def test_tier_boosts_order_equal_entries_procedural_semantic_episodic() -> None:
     entries = [
         entry("e", tier=Tier.EPISODIC),
         entry("s", tier=Tier.SEMANTIC),
@@ -74,7 +75,7 @@ def test_tier_boosts_order_equal_entries_procedural_semantic_episodic():
     assert ranked[1].score / ranked[2].score == pytest.approx(1.2)
 
 
-def test_token_overlap_is_idf_weighted_query_coverage():
+def test_token_overlap_is_idf_weighted_query_coverage() -> None:
     entries = [entry("ab", "Alpha beta"), entry("a", "alpha"), entry("g", "gamma")]
     scores = TokenOverlapMatcher()("alpha, BETA", entries)
     idf_alpha = math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))
@@ -82,7 +83,7 @@ def test_token_overlap_is_idf_weighted_query_coverage():
     np.testing.assert_allclose(scores, [1.0, idf_alpha / (idf_alpha + idf_beta), 0.0], rtol=1e-12)
 
 
-def test_token_overlap_counts_tags_and_unknown_query_terms_lower_coverage():
+def test_token_overlap_counts_tags_and_unknown_query_terms_lower_coverage() -> None:
     entries = [entry("t", "plain text", tags=("momentum",)), entry("u", "other")]
     matcher = TokenOverlapMatcher()
     assert matcher("momentum", entries)[0] == pytest.approx(1.0)
@@ -90,12 +91,12 @@ def test_token_overlap_counts_tags_and_unknown_query_terms_lower_coverage():
     assert 0.0 < partial < 1.0
 
 
-def test_query_without_terms_matches_everything_equally():
+def test_query_without_terms_matches_everything_equally() -> None:
     scores = TokenOverlapMatcher()("  ...  ", [entry("a", "x"), entry("b", "y")])
     np.testing.assert_array_equal(scores, [1.0, 1.0])
 
 
-def test_rank_drops_zero_scores_and_respects_top_k():
+def test_rank_drops_zero_scores_and_respects_top_k() -> None:
     entries = [entry(f"e{i}", "alpha" if i % 2 else "beta", created=i) for i in range(10)]
     ranked = rank("alpha", entries, now_episode=10, top_k=3)
     assert len(ranked) == 3
@@ -105,27 +106,27 @@ def test_rank_drops_zero_scores_and_respects_top_k():
     assert rank("alpha", entries, now_episode=10, top_k=0) == ()
 
 
-def test_ties_break_by_newer_then_id_whatever_the_input_order():
+def test_ties_break_by_newer_then_id_whatever_the_input_order() -> None:
     entries = [entry("b", created=3), entry("a", created=3), entry("c", created=3)]
     first = rank("q", entries, now_episode=3, match_fn=constant(1.0), top_k=2)
     second = rank("q", entries[::-1], now_episode=3, match_fn=constant(1.0), top_k=2)
     assert [r.entry.id for r in first] == ["a", "b"] == [r.entry.id for r in second]
 
 
-def test_pair_scorer_lifts_to_batch_matcher():
+def test_pair_scorer_lifts_to_batch_matcher() -> None:
     match = batch_match(lambda q, e: 1.0 if e.id == q else 0.0)
     ranked = rank("b", [entry("a"), entry("b")], now_episode=0, match_fn=match)
     assert [r.entry.id for r in ranked] == ["b"]
 
 
-def test_match_fn_with_wrong_shape_or_negative_scores_is_rejected():
+def test_match_fn_with_wrong_shape_or_negative_scores_is_rejected() -> None:
     with pytest.raises(ValueError, match="shape"):
         rank("q", [entry("a")], now_episode=0, match_fn=lambda q, es: np.ones(2))
     with pytest.raises(ValueError, match="non-negative"):
         rank("q", [entry("a")], now_episode=0, match_fn=constant(-1.0))
 
 
-def test_cached_batch_is_not_reused_for_a_mutated_list():
+def test_cached_batch_is_not_reused_for_a_mutated_list() -> None:
     matcher = TokenOverlapMatcher()
     batch = [entry("a", "alpha")]
     assert matcher("alpha", batch)[0] == 1.0
@@ -133,7 +134,7 @@ def test_cached_batch_is_not_reused_for_a_mutated_list():
     assert matcher("alpha", batch)[0] == 0.0
 
 
-def test_standing_prefers_quality_and_recency():
+def test_standing_prefers_quality_and_recency() -> None:
     entries = [
         entry("old", quality=0.9, created=0),
         entry("new", quality=0.9, created=100),

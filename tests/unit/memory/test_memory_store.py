@@ -24,11 +24,11 @@ def entry(
     )
 
 
-def test_in_memory_store_satisfies_the_protocol():
+def test_in_memory_store_satisfies_the_protocol() -> None:
     assert isinstance(InMemoryStore(), MemoryStore)
 
 
-def test_write_below_quality_floor_is_refused_with_reason_and_not_stored():
+def test_write_below_quality_floor_is_refused_with_reason_and_not_stored() -> None:
     store = InMemoryStore()
     result = store.put(entry("weak", quality=0.29))
     assert not result.stored
@@ -38,7 +38,7 @@ def test_write_below_quality_floor_is_refused_with_reason_and_not_stored():
     assert store.put(entry("ok", quality=0.3)).stored
 
 
-def test_full_tier_evicts_its_lowest_ranked_entry():
+def test_full_tier_evicts_its_lowest_ranked_entry() -> None:
     store = InMemoryStore()
     assert store.cap == DEFAULT_CAP == 500
     for i in range(DEFAULT_CAP):
@@ -52,7 +52,7 @@ def test_full_tier_evicts_its_lowest_ranked_entry():
     assert store.get("new") is not None
 
 
-def test_eviction_ranks_by_recency_as_well_as_quality():
+def test_eviction_ranks_by_recency_as_well_as_quality() -> None:
     store = InMemoryStore(cap=3)
     store.put(entry("old", quality=0.8, created=0))
     store.put(entry("mid", quality=0.8, created=50))
@@ -61,7 +61,7 @@ def test_eviction_ranks_by_recency_as_well_as_quality():
     assert result.evicted == ("old",)
 
 
-def test_newcomer_ranking_below_a_full_tier_is_refused_and_evicts_nothing():
+def test_newcomer_ranking_below_a_full_tier_is_refused_and_evicts_nothing() -> None:
     store = InMemoryStore(cap=2)
     store.put(entry("a", quality=1.0, created=5))
     store.put(entry("b", quality=1.0, created=5))
@@ -72,7 +72,7 @@ def test_newcomer_ranking_below_a_full_tier_is_refused_and_evicts_nothing():
     assert {e.id for e in store.entries("ns")} == {"a", "b"}
 
 
-def test_caps_are_per_namespace_and_tier():
+def test_caps_are_per_namespace_and_tier() -> None:
     store = InMemoryStore(cap=2)
     for ns in ("x", "y"):
         for tier in Tier:
@@ -81,7 +81,7 @@ def test_caps_are_per_namespace_and_tier():
     assert all(store.count(ns, tier) == 2 for ns in ("x", "y") for tier in Tier)
 
 
-def test_duplicate_id_is_refused():
+def test_duplicate_id_is_refused() -> None:
     store = InMemoryStore()
     store.put(entry("a"))
     result = store.put(entry("a", quality=0.9))
@@ -90,7 +90,7 @@ def test_duplicate_id_is_refused():
     assert store.get("a") == entry("a")
 
 
-def test_entries_filter_by_tier_and_state_and_keep_namespaces_apart():
+def test_entries_filter_by_tier_and_state_and_keep_namespaces_apart() -> None:
     store = InMemoryStore()
     store.put(entry("e", tier=Tier.EPISODIC))
     store.put(entry("p", tier=Tier.PROCEDURAL))
@@ -99,11 +99,13 @@ def test_entries_filter_by_tier_and_state_and_keep_namespaces_apart():
     assert [e.id for e in store.entries("ns")] == ["e", "p"]
     assert [e.id for e in store.entries("ns", states=[EntryState.ACTIVE])] == ["e"]
     assert [e.id for e in store.entries("ns", [Tier.PROCEDURAL])] == ["p"]
-    assert store.get("p").state is EntryState.CANDIDATE
+    candidate = store.get("p")
+    assert candidate is not None
+    assert candidate.state is EntryState.CANDIDATE
     assert store.namespaces() == ("ns", "other")
 
 
-def test_windows_are_recorded_once():
+def test_windows_are_recorded_once() -> None:
     store = InMemoryStore()
     assert not store.has_window("ns", "w")
     assert store.mark_window("ns", "w")
@@ -112,7 +114,7 @@ def test_windows_are_recorded_once():
     assert not store.has_window("other", "w")
 
 
-def test_snapshot_round_trips_through_json():
+def test_snapshot_round_trips_through_json() -> None:
     store = InMemoryStore(cap=7)
     store.put(entry("a", quality=0.7, created=3))
     store.put(entry("b", tier=Tier.SEMANTIC))
@@ -123,7 +125,7 @@ def test_snapshot_round_trips_through_json():
     assert again.get("a") == store.get("a")
 
 
-def test_frozen_store_refuses_every_write_and_keeps_its_state():
+def test_frozen_store_refuses_every_write_and_keeps_its_state() -> None:
     store = InMemoryStore()
     store.put(entry("a"))
     store.freeze()
@@ -146,14 +148,14 @@ def test_frozen_store_refuses_every_write_and_keeps_its_state():
     ("field", "value"),
     [("quality", 1.5), ("quality", float("nan")), ("confidence", -0.1), ("outcome", 2.0)],
 )
-def test_entry_rejects_out_of_range_values(field, value):
+def test_entry_rejects_out_of_range_values(field: str, value: float) -> None:
     data = entry("a").to_dict()
     data[field] = value
     with pytest.raises(ValueError, match=field):
         MemoryEntry.from_dict(data)
 
 
-def test_entry_round_trips_and_rejects_unknown_fields():
+def test_entry_round_trips_and_rejects_unknown_fields() -> None:
     e = MemoryEntry(
         id="x",
         namespace="ns",

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -9,10 +8,9 @@ import pytest
 from reflexmem.ledger.enums import Direction
 from reflexmem.reflection.types import EvidenceItem, ReflectionInput
 from reflexmem.registry import RolePolicy, RoleRegistry, load_registry
+from tests.unit.reflection.reflection_helpers import EvidenceFor, MakeCase, RoleOf
 
 DECIDED_AT = datetime(2024, 3, 4, 15, 30, tzinfo=UTC)
-
-MakeCase = Callable[..., ReflectionInput]
 
 
 @pytest.fixture(scope="session")
@@ -21,7 +19,7 @@ def registry() -> RoleRegistry:
 
 
 @pytest.fixture(scope="session")
-def role(registry: RoleRegistry) -> Callable[[str], RolePolicy]:
+def role(registry: RoleRegistry) -> RoleOf:
     return lambda role_id: registry.get(role_id).policy
 
 
@@ -34,7 +32,7 @@ def fresh_evidence(policy: RolePolicy, decided_at: datetime = DECIDED_AT) -> lis
 
 
 @pytest.fixture
-def make_case(role: Callable[[str], RolePolicy]) -> MakeCase:
+def make_case(role: RoleOf) -> MakeCase:
     def build(
         role_id: str = "momentum",
         *,
@@ -59,5 +57,5 @@ def make_case(role: Callable[[str], RolePolicy]) -> MakeCase:
 
 
 @pytest.fixture
-def evidence_for(role: Callable[[str], RolePolicy]) -> Callable[[str], list[EvidenceItem]]:
+def evidence_for(role: RoleOf) -> EvidenceFor:
     return lambda role_id: fresh_evidence(role(role_id))

@@ -170,8 +170,8 @@ def test_the_limits_come_from_settings() -> None:
         )
     )
     reflector = setup.build(ToolExecutor())
+    assert isinstance(reflector, OpenAIReflector)
     try:
-        assert isinstance(reflector, OpenAIReflector)
         assert reflector.config.max_response_bytes == 1234
         assert reflector.config.timeout_s == 7.5
     finally:

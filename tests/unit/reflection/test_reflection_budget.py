@@ -24,7 +24,7 @@ def limits(**overrides: int) -> BudgetLimits:
     return BudgetLimits(**values)
 
 
-def test_cases_beyond_the_batch_call_limit_are_deferred_in_order_not_dropped():
+def test_cases_beyond_the_batch_call_limit_are_deferred_in_order_not_dropped() -> None:
     gate = BudgetGate(limits(calls_per_batch=2), day=MONDAY)
     allowed, deferred = gate.admit(["a", "b", "c", "d"])
     assert allowed == ["a", "b"]
@@ -33,7 +33,7 @@ def test_cases_beyond_the_batch_call_limit_are_deferred_in_order_not_dropped():
     assert "call budget" in deferred[0].detail
 
 
-def test_token_limit_admits_only_as_many_calls_as_the_estimate_fits():
+def test_token_limit_admits_only_as_many_calls_as_the_estimate_fits() -> None:
     gate = BudgetGate(limits(tokens_per_batch=2_500), day=MONDAY)
     allowed, deferred = gate.admit(list("abcd"))
     assert allowed == ["a", "b"]
@@ -41,7 +41,7 @@ def test_token_limit_admits_only_as_many_calls_as_the_estimate_fits():
     assert "token budget" in deferred[0].detail
 
 
-def test_daily_limit_defers_later_batches_and_the_next_day_picks_them_up():
+def test_daily_limit_defers_later_batches_and_the_next_day_picks_them_up() -> None:
     lim = limits(calls_per_batch=3, calls_per_day=4)
     monday = BudgetGate(lim, day=MONDAY)
     first, held = monday.admit(["a", "b", "c"])
@@ -64,7 +64,7 @@ def test_daily_limit_defers_later_batches_and_the_next_day_picks_them_up():
     assert tuesday.ledger["2024-03-05"] == {"calls": 3, "tokens": 3_000}
 
 
-def test_record_replaces_the_reservation_with_actual_usage():
+def test_record_replaces_the_reservation_with_actual_usage() -> None:
     gate = BudgetGate(limits(), day=MONDAY)
     gate.admit(["a", "b"])
     assert gate.used_today() == (2, 2_000)
@@ -74,7 +74,7 @@ def test_record_replaces_the_reservation_with_actual_usage():
     assert gate.used_today() == (3, 450)
 
 
-def test_recorded_overspend_shrinks_what_the_day_has_left():
+def test_recorded_overspend_shrinks_what_the_day_has_left() -> None:
     gate = BudgetGate(limits(calls_per_day=10, tokens_per_day=5_000), day=MONDAY)
     gate.admit(["a"])
     gate.record(calls=1, tokens=4_500)
@@ -96,7 +96,7 @@ def _reflection(case_id: str, calls: int, usage: TokenUsage | None) -> Reflectio
     )
 
 
-def test_reflections_without_reported_usage_are_charged_at_the_estimate():
+def test_reflections_without_reported_usage_are_charged_at_the_estimate() -> None:
     gate = BudgetGate(limits(tokens_per_call=1_000), day=MONDAY)
     gate.admit(["a", "b"])
     gate.record_reflections(
@@ -105,7 +105,7 @@ def test_reflections_without_reported_usage_are_charged_at_the_estimate():
     assert gate.used_today() == (3, 120 + 2 * 1_000)
 
 
-def test_the_gate_does_not_mutate_the_ledger_it_was_given():
+def test_the_gate_does_not_mutate_the_ledger_it_was_given() -> None:
     given = {"2024-03-04": {"calls": 1, "tokens": 10}}
     gate = BudgetGate(limits(), day=MONDAY, ledger=given)
     gate.admit(["a"])
@@ -113,6 +113,6 @@ def test_the_gate_does_not_mutate_the_ledger_it_was_given():
     assert gate.used_today() == (2, 1_010)
 
 
-def test_limits_reject_a_zero_token_estimate():
+def test_limits_reject_a_zero_token_estimate() -> None:
     with pytest.raises(ValueError, match="invalid budget limits"):
         limits(tokens_per_call=0)

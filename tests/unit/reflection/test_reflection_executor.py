@@ -17,6 +17,7 @@ from reflexmem.executor import (
     ToolExecutor,
     order_tools,
 )
+from reflexmem.ledger.enums import Direction
 
 
 class NoteArgs(BaseModel):
@@ -47,7 +48,7 @@ def remember_tool(handler: Calls, **kwargs: Any) -> Tool[NoteArgs]:
     return Tool("remember", frozenset({Effect.WRITE_MEMORY}), NoteArgs, handler, **kwargs)
 
 
-def test_allowed_call_runs_the_handler_once_and_is_audited_as_ok():
+def test_allowed_call_runs_the_handler_once_and_is_audited_as_ok() -> None:
     handler = Calls()
     ex = ToolExecutor.with_tools([remember_tool(handler)])
     result = ex.call(WRITER, "remember", {"text": "x"})
@@ -64,7 +65,7 @@ def test_allowed_call_runs_the_handler_once_and_is_audited_as_ok():
     assert rec.arguments == {"text": "x", "weight": 1.0}
 
 
-def test_tool_missing_from_the_allow_list_is_refused_and_audited():
+def test_tool_missing_from_the_allow_list_is_refused_and_audited() -> None:
     handler = Calls()
     ex = ToolExecutor.with_tools([remember_tool(handler)])
     reader = Caller("reader", frozenset(), frozenset({Effect.WRITE_MEMORY}))
@@ -75,7 +76,7 @@ def test_tool_missing_from_the_allow_list_is_refused_and_audited():
     assert [(r.caller, r.outcome) for r in ex.audit] == [("reader", "refused")]
 
 
-def test_tool_whose_effect_the_caller_lacks_is_refused():
+def test_tool_whose_effect_the_caller_lacks_is_refused() -> None:
     handler = Calls()
     ex = ToolExecutor.with_tools([remember_tool(handler)])
     named_but_read_only = Caller("ro", frozenset({"remember"}), frozenset({Effect.READ}))
@@ -86,7 +87,7 @@ def test_tool_whose_effect_the_caller_lacks_is_refused():
     assert ex.audit[0].effects == ("write_memory",)
 
 
-def test_unknown_tool_is_refused_and_audited():
+def test_unknown_tool_is_refused_and_audited() -> None:
     ex = ToolExecutor()
     result = ex.call(WRITER, "rm_rf", {"path": "/"})
     assert result.outcome == "refused"
@@ -98,7 +99,9 @@ def test_unknown_tool_is_refused_and_audited():
     ("arguments", "where"),
     [({}, "text"), ({"text": "x", "weight": "heavy"}, "weight")],
 )
-def test_invalid_arguments_are_refused_before_the_handler_runs(arguments, where):
+def test_invalid_arguments_are_refused_before_the_handler_runs(
+    arguments: dict[str, object], where: str
+) -> None:
     handler = Calls()
     ex = ToolExecutor.with_tools([remember_tool(handler)])
     result = ex.call(WRITER, "remember", arguments)
@@ -107,7 +110,7 @@ def test_invalid_arguments_are_refused_before_the_handler_runs(arguments, where)
     assert handler.args == []
 
 
-def test_order_arguments_reject_unknown_fields_and_non_positive_quantities():
+def test_order_arguments_reject_unknown_fields_and_non_positive_quantities() -> None:
     handler = Calls()
     ex = ToolExecutor.with_tools(order_tools(place=handler, modify=Calls(), cancel=Calls()))
     extra = ex.call(TRADER, "place_order", {"symbol": "A", "side": "long", "quantity": 1, "x": 1})
@@ -116,7 +119,7 @@ def test_order_arguments_reject_unknown_fields_and_non_positive_quantities():
     assert handler.args == []
 
 
-def test_repeated_idempotency_key_returns_the_first_result_without_rerunning():
+def test_repeated_idempotency_key_returns_the_first_result_without_rerunning() -> None:
     handler = Calls(result={"id": 7})
     ex = ToolExecutor.with_tools([remember_tool(handler)])
     first = ex.call(WRITER, "remember", {"text": "x"}, idempotency_key="k1")
@@ -128,7 +131,7 @@ def test_repeated_idempotency_key_returns_the_first_result_without_rerunning():
     assert [r.reason for r in ex.audit] == ["executed", "idempotent replay"]
 
 
-def test_idempotency_key_reused_with_other_arguments_is_refused():
+def test_idempotency_key_reused_with_other_arguments_is_refused() -> None:
     handler = Calls()
     ex = ToolExecutor.with_tools([remember_tool(handler)])
     ex.call(WRITER, "remember", {"text": "x"}, idempotency_key="k1")
@@ -137,7 +140,7 @@ def test_idempotency_key_reused_with_other_arguments_is_refused():
     assert len(handler.args) == 1
 
 
-def test_failed_call_does_not_pin_its_idempotency_key():
+def test_failed_call_does_not_pin_its_idempotency_key() -> None:
     handler = Calls(fail_times=1)
     ex = ToolExecutor.with_tools([remember_tool(handler)], sleep=lambda _: None)
     assert ex.call(WRITER, "remember", {"text": "x"}, idempotency_key="k").outcome == "failed"
@@ -145,7 +148,7 @@ def test_failed_call_does_not_pin_its_idempotency_key():
     assert len(handler.args) == 2
 
 
-def test_transient_errors_are_retried_with_exponential_backoff():
+def test_transient_errors_are_retried_with_exponential_backoff() -> None:
     sleeps: list[float] = []
     handler = Calls(fail_times=2)
     ex = ToolExecutor.with_tools(
@@ -158,7 +161,7 @@ def test_transient_errors_are_retried_with_exponential_backoff():
     assert ex.audit[-1].attempts == 3
 
 
-def test_retries_are_bounded_and_end_in_a_failed_audit_record():
+def test_retries_are_bounded_and_end_in_a_failed_audit_record() -> None:
     handler = Calls(fail_times=10)
     ex = ToolExecutor.with_tools([remember_tool(handler, max_attempts=3)], sleep=lambda _: None)
     result = ex.call(WRITER, "remember", {"text": "x"})
@@ -168,7 +171,7 @@ def test_retries_are_bounded_and_end_in_a_failed_audit_record():
     assert "after 3 attempt(s)" in ex.audit[-1].reason
 
 
-def test_non_transient_errors_are_not_retried():
+def test_non_transient_errors_are_not_retried() -> None:
     def boom(_: NoteArgs) -> object:
         calls.append(1)
         raise RuntimeError("disk full")
@@ -183,7 +186,7 @@ def test_non_transient_errors_are_not_retried():
     assert calls == [1]
 
 
-def test_rate_limit_refuses_calls_beyond_the_window_until_it_slides():
+def test_rate_limit_refuses_calls_beyond_the_window_until_it_slides() -> None:
     now = [0.0]
     handler = Calls()
     ex = ToolExecutor.with_tools(
@@ -197,7 +200,7 @@ def test_rate_limit_refuses_calls_beyond_the_window_until_it_slides():
     assert len(handler.args) == 3
 
 
-def test_failed_post_condition_makes_the_call_failed():
+def test_failed_post_condition_makes_the_call_failed() -> None:
     handler = Calls(result={"stored": False})
     tool = remember_tool(handler, verify=lambda _args, result: result == {"stored": True})
     ex = ToolExecutor.with_tools([tool])
@@ -206,20 +209,20 @@ def test_failed_post_condition_makes_the_call_failed():
     assert result.reason == "post-condition not met"
 
 
-def test_registering_a_tool_name_twice_is_an_error():
+def test_registering_a_tool_name_twice_is_an_error() -> None:
     ex = ToolExecutor.with_tools([remember_tool(Calls())])
     with pytest.raises(ValueError, match="already registered"):
         ex.register(remember_tool(Calls()))
 
 
-ORDER_ARGS = {
+ORDER_ARGS: dict[str, dict[str, object]] = {
     "place_order": {"symbol": "AAPL", "side": "long", "quantity": 10},
     "modify_order": {"order_id": "o-1", "quantity": 5},
     "cancel_order": {"order_id": "o-1"},
 }
 
 
-def test_order_tools_move_funds_and_a_trading_identity_may_use_them():
+def test_order_tools_move_funds_and_a_trading_identity_may_use_them() -> None:
     handlers = {"place": Calls(), "modify": Calls(), "cancel": Calls()}
     ex = ToolExecutor.with_tools(order_tools(**handlers))
     assert {t.name: t.effects for t in ex.tools.values()} == {
@@ -227,11 +230,13 @@ def test_order_tools_move_funds_and_a_trading_identity_may_use_them():
     }
     for name, args in ORDER_ARGS.items():
         assert ex.call(TRADER, name, args).ok
-    assert handlers["place"].args == [PlaceOrderArgs(symbol="AAPL", side="long", quantity=10)]
+    assert handlers["place"].args == [
+        PlaceOrderArgs(symbol="AAPL", side=Direction.LONG, quantity=10)
+    ]
 
 
 @pytest.mark.parametrize("tool", sorted(ORDER_ARGS))
-def test_the_reflector_cannot_place_modify_or_cancel_an_order(tool):
+def test_the_reflector_cannot_place_modify_or_cancel_an_order(tool: str) -> None:
     handlers = {"place": Calls(), "modify": Calls(), "cancel": Calls()}
     ex = ToolExecutor.with_tools(order_tools(**handlers))
     result = ex.call(REFLECTOR, tool, ORDER_ARGS[tool])
@@ -246,6 +251,6 @@ def test_the_reflector_cannot_place_modify_or_cancel_an_order(tool):
     )
 
 
-def test_the_reflector_profile_grants_no_fund_moving_tool_or_effect():
+def test_the_reflector_profile_grants_no_fund_moving_tool_or_effect() -> None:
     assert not (REFLECTOR.tools & ORDER_TOOLS)
     assert Effect.MOVE_FUNDS not in REFLECTOR.effects

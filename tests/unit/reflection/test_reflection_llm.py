@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +16,7 @@ from reflexmem.executor import ORDER_TOOLS, ToolExecutor, order_tools
 from reflexmem.ledger.enums import CaseState, OutcomeClass
 from reflexmem.reflection.llm import Answer, LLMConfig, OpenAIReflector
 from reflexmem.reflection.types import EvidenceItem, ReflectionInput, TokenUsage
+from tests.unit.reflection.reflection_helpers import EvidenceFor, MakeCase
 
 DECIDED_AT = datetime(2024, 3, 4, 15, 30, tzinfo=UTC)  # what make_case uses (conftest)
 PRICE_REF = f"price_history@{(DECIDED_AT - timedelta(hours=1)).isoformat()}"
@@ -69,8 +70,11 @@ class ModelServer:
         return self.script[min(n, len(self.script) - 1)]
 
 
+Serve = Callable[..., ModelServer]
+
+
 @pytest.fixture
-def serve() -> Iterator[Any]:
+def serve() -> Iterator[Serve]:
     servers: list[tuple[ThreadingHTTPServer, ModelServer]] = []
 
     def start(*script: Reply) -> ModelServer:
@@ -128,7 +132,7 @@ def config(url: str, **overrides: Any) -> LLMConfig:
 
 
 @pytest.fixture
-def case(make_case, evidence_for) -> ReflectionInput:
+def case(make_case: MakeCase, evidence_for: EvidenceFor) -> ReflectionInput:
     leaked = EvidenceItem("technicals", LEAKED_AT, {"rsi": 90})
     return make_case(
         evidence=[*evidence_for("momentum"), leaked], realized_return=-0.06, signal=-0.6
@@ -139,11 +143,13 @@ class OrderHandlers:
     def __init__(self) -> None:
         self.calls: list[tuple[str, object]] = []
 
-    def handler(self, name: str):
+    def handler(self, name: str) -> Callable[[object], None]:
         return lambda args: self.calls.append((name, args))
 
 
-def test_valid_answer_becomes_an_l3_reflection_with_usage(serve, case):
+def test_valid_answer_becomes_an_l3_reflection_with_usage(
+    serve: Serve, case: ReflectionInput
+) -> None:
     server = serve(Reply(VALID))
     with OpenAIReflector(config(server.url)) as reflector:
         (r,) = reflector.reflect([case])
@@ -174,7 +180,9 @@ def test_valid_answer_becomes_an_l3_reflection_with_usage(serve, case):
     ]
 
 
-def test_malformed_json_then_valid_answer_succeeds_on_retry(serve, case):
+def test_malformed_json_then_valid_answer_succeeds_on_retry(
+    serve: Serve, case: ReflectionInput
+) -> None:
     server = serve(Reply(MALFORMED), Reply(VALID))
     with OpenAIReflector(config(server.url)) as reflector:
         (r,) = reflector.reflect([case])
@@ -186,7 +194,9 @@ def test_malformed_json_then_valid_answer_succeeds_on_retry(serve, case):
     assert any("malformed JSON" in reason for reason in r.reasons)
 
 
-def test_always_malformed_answers_fail_without_class_or_lesson(serve, case):
+def test_always_malformed_answers_fail_without_class_or_lesson(
+    serve: Serve, case: ReflectionInput
+) -> None:
     server = serve(Reply(MALFORMED))
     sleeps: list[float] = []
     with OpenAIReflector(config(server.url, backoff_s=0.01), sleep=sleeps.append) as reflector:
@@ -202,7 +212,7 @@ def test_always_malformed_answers_fail_without_class_or_lesson(serve, case):
     assert sleeps == [0.01, 0.02]  # exponential backoff between the three attempts
 
 
-def test_invented_evidence_reference_is_rejected(serve, case):
+def test_invented_evidence_reference_is_rejected(serve: Serve, case: ReflectionInput) -> None:
     invented = completion(
         {
             "class": "missing_data",
@@ -221,7 +231,9 @@ def test_invented_evidence_reference_is_rejected(serve, case):
     assert len(server.requests) == 3
 
 
-def test_reference_to_withheld_leaked_evidence_is_rejected(serve, case):
+def test_reference_to_withheld_leaked_evidence_is_rejected(
+    serve: Serve, case: ReflectionInput
+) -> None:
     leaked_ref = f"technicals@{LEAKED_AT.isoformat()}"
     answer = completion(
         {"class": "variance", "lesson": None, "evidence": [leaked_ref]},
@@ -234,7 +246,9 @@ def test_reference_to_withheld_leaked_evidence_is_rejected(serve, case):
     assert leaked_ref in r.error
 
 
-def test_slow_endpoint_fails_after_the_bounded_number_of_attempts(serve, case):
+def test_slow_endpoint_fails_after_the_bounded_number_of_attempts(
+    serve: Serve, case: ReflectionInput
+) -> None:
     server = serve(Reply(VALID, stall=True))
     with OpenAIReflector(config(server.url, timeout_s=0.2, max_retries=2)) as reflector:
         (r,) = reflector.reflect([case])
@@ -248,7 +262,7 @@ def test_slow_endpoint_fails_after_the_bounded_number_of_attempts(serve, case):
     assert r.usage is None  # no response ever reported usage
 
 
-def test_connection_refused_fails_after_bounded_retries(case):
+def test_connection_refused_fails_after_bounded_retries(case: ReflectionInput) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -261,7 +275,7 @@ def test_connection_refused_fails_after_bounded_retries(case):
     assert r.model_calls == 2
 
 
-def test_http_500_then_valid_answer_succeeds(serve, case):
+def test_http_500_then_valid_answer_succeeds(serve: Serve, case: ReflectionInput) -> None:
     server = serve(Reply({"error": "overloaded"}, status=500), Reply(VALID))
     with OpenAIReflector(config(server.url)) as reflector:
         (r,) = reflector.reflect([case])
@@ -271,7 +285,7 @@ def test_http_500_then_valid_answer_succeeds(serve, case):
     assert "HTTP 500" in r.reasons[1]
 
 
-def test_client_errors_are_not_retried(serve, case):
+def test_client_errors_are_not_retried(serve: Serve, case: ReflectionInput) -> None:
     server = serve(Reply({"error": "bad key"}, status=401))
     with OpenAIReflector(config(server.url)) as reflector:
         (r,) = reflector.reflect([case])
@@ -281,7 +295,9 @@ def test_client_errors_are_not_retried(serve, case):
     assert len(server.requests) == 1
 
 
-def test_answer_asking_to_place_an_order_is_refused_by_the_executor(serve, case):
+def test_answer_asking_to_place_an_order_is_refused_by_the_executor(
+    serve: Serve, case: ReflectionInput
+) -> None:
     order = completion(
         {
             "class": "logic_error",
@@ -320,7 +336,9 @@ def test_answer_asking_to_place_an_order_is_refused_by_the_executor(serve, case)
     assert "refused" in (r.error or "")
 
 
-def test_native_tool_calls_go_to_the_executor_and_a_clean_retry_still_counts(serve, case):
+def test_native_tool_calls_go_to_the_executor_and_a_clean_retry_still_counts(
+    serve: Serve, case: ReflectionInput
+) -> None:
     calls = [
         {
             "id": f"call-{name}",
@@ -348,7 +366,9 @@ def test_native_tool_calls_go_to_the_executor_and_a_clean_retry_still_counts(ser
     assert r.model_calls == 2
 
 
-def test_a_batch_keeps_case_order_and_fails_cases_independently(serve, make_case, case):
+def test_a_batch_keeps_case_order_and_fails_cases_independently(
+    serve: Serve, make_case: MakeCase, case: ReflectionInput
+) -> None:
     server = serve(Reply(VALID), Reply(MALFORMED))
     other = make_case(case_id="case-2")
     with OpenAIReflector(config(server.url, max_retries=0)) as reflector:
@@ -373,13 +393,15 @@ REFS = {PRICE_REF: None}
         ({"class": "variance", "lesson": None, "evidence": [], "extra": 1}, "extra"),
     ],
 )
-def test_answer_schema_rejects_what_the_contract_forbids(answer, message):
+def test_answer_schema_rejects_what_the_contract_forbids(
+    answer: dict[str, object], message: str
+) -> None:
     with pytest.raises(ValidationError, match=message):
         Answer.model_validate(answer, context={"refs": REFS})
 
 
 @pytest.mark.parametrize("cls", ["exogenous", "variance"])
-def test_answer_schema_accepts_unlearnable_classes_with_a_null_lesson(cls):
+def test_answer_schema_accepts_unlearnable_classes_with_a_null_lesson(cls: str) -> None:
     answer = Answer.model_validate(
         {"class": cls, "lesson": None, "evidence": [PRICE_REF]}, context={"refs": REFS}
     )
@@ -394,7 +416,9 @@ def test_answer_schema_accepts_unlearnable_classes_with_a_null_lesson(cls):
         {"tool": "cancel_order", "arguments": {"order_id": "o-9"}},
     ],
 )
-def test_other_spellings_of_an_action_request_also_reach_the_executor(serve, case, extra):
+def test_other_spellings_of_an_action_request_also_reach_the_executor(
+    serve: Serve, case: ReflectionInput, extra: dict[str, object]
+) -> None:
     answer = completion({"class": "variance", "lesson": None, "evidence": [], **extra})
     server = serve(Reply(answer))
     broker = OrderHandlers()

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -9,12 +10,13 @@ from hypothesis import strategies as st
 
 from reflexmem.ledger.enums import Direction, OutcomeClass
 from reflexmem.reflection.rules import RuleConfig, RuleReflector, classify, pick_failure_mode
-from reflexmem.reflection.types import LEARNABLE, EvidenceItem, ReflectionInput
+from reflexmem.reflection.types import LEARNABLE, EvidenceItem, Reflection, ReflectionInput
+from tests.unit.reflection.reflection_helpers import EvidenceFor, MakeCase, RoleOf
 
 DECIDED_AT = datetime(2024, 3, 4, 15, 30, tzinfo=UTC)  # what make_case uses (conftest)
 
 
-def one(case: ReflectionInput, config: RuleConfig | None = None):
+def one(case: ReflectionInput, config: RuleConfig | None = None) -> Reflection:
     (reflection,) = classify([case], config)
     return reflection
 
@@ -22,7 +24,7 @@ def one(case: ReflectionInput, config: RuleConfig | None = None):
 # --- variance (noise band) -------------------------------------------------------------
 
 
-def test_loss_inside_the_noise_band_is_variance_and_teaches_nothing(make_case):
+def test_loss_inside_the_noise_band_is_variance_and_teaches_nothing(make_case: MakeCase) -> None:
     # momentum: horizon 5 days, vol 1 %/day -> band 1.0 * 0.01 * sqrt(5) = 2.24 %
     r = one(make_case(realized_return=-0.02, realized_vol=0.01, signal=-0.8))
     assert r.outcome_class is OutcomeClass.VARIANCE
@@ -31,7 +33,7 @@ def test_loss_inside_the_noise_band_is_variance_and_teaches_nothing(make_case):
     assert "noise band" in r.reasons[0]
 
 
-def test_noise_band_widens_with_the_square_root_of_the_horizon(make_case):
+def test_noise_band_widens_with_the_square_root_of_the_horizon(make_case: MakeCase) -> None:
     # same -3 % loss and 1 % daily vol: outside momentum's 5-day band (2.24 %),
     # inside cycle_analysis's 30-day band (5.48 %)
     short = one(make_case("momentum", realized_return=-0.03, realized_vol=0.01, signal=-0.8))
@@ -40,7 +42,7 @@ def test_noise_band_widens_with_the_square_root_of_the_horizon(make_case):
     assert long_.outcome_class is OutcomeClass.VARIANCE
 
 
-def test_noise_band_uses_the_configured_k(make_case):
+def test_noise_band_uses_the_configured_k(make_case: MakeCase) -> None:
     case = make_case(realized_return=-0.03, realized_vol=0.01, signal=-0.8)
     assert one(case, RuleConfig(noise_k=2.0)).outcome_class is OutcomeClass.VARIANCE
     assert one(case, RuleConfig(noise_k=1.0)).outcome_class is OutcomeClass.LOGIC_ERROR
@@ -49,7 +51,7 @@ def test_noise_band_uses_the_configured_k(make_case):
 # --- exogenous -------------------------------------------------------------------------
 
 
-def test_unforeseeable_market_shock_against_the_position_is_exogenous(make_case):
+def test_unforeseeable_market_shock_against_the_position_is_exogenous(make_case: MakeCase) -> None:
     r = one(
         make_case(realized_return=-0.08, realized_vol=0.01, market_shock_sigma=-3.0, signal=-0.8)
     )
@@ -58,14 +60,16 @@ def test_unforeseeable_market_shock_against_the_position_is_exogenous(make_case)
     assert "-3.00 sigma" in r.reasons[0]
 
 
-def test_shock_excuses_a_short_only_when_the_market_rose(make_case):
+def test_shock_excuses_a_short_only_when_the_market_rose(make_case: MakeCase) -> None:
     up = make_case(direction=Direction.SHORT, realized_return=0.08, market_shock_sigma=3.0)
     down = make_case(direction=Direction.SHORT, realized_return=0.08, market_shock_sigma=-3.0)
     assert one(up).outcome_class is OutcomeClass.EXOGENOUS
     assert one(down).outcome_class is OutcomeClass.VARIANCE  # loss not explained by the shock
 
 
-def test_shock_below_threshold_or_observable_at_decision_excuses_nothing(make_case):
+def test_shock_below_threshold_or_observable_at_decision_excuses_nothing(
+    make_case: MakeCase,
+) -> None:
     small = make_case(realized_return=-0.08, market_shock_sigma=-1.5, signal=-0.8)
     known = make_case(
         realized_return=-0.08, market_shock_sigma=-3.0, shock_observable=True, signal=-0.8
@@ -77,7 +81,9 @@ def test_shock_below_threshold_or_observable_at_decision_excuses_nothing(make_ca
 # --- logic_error -----------------------------------------------------------------------
 
 
-def test_losing_against_the_roles_own_signal_is_a_logic_error_with_a_lesson(make_case, role):
+def test_losing_against_the_roles_own_signal_is_a_logic_error_with_a_lesson(
+    make_case: MakeCase, role: RoleOf
+) -> None:
     case = make_case(realized_return=-0.06, realized_vol=0.01, signal=-0.6)
     r = one(case)
     assert r.outcome_class is OutcomeClass.LOGIC_ERROR
@@ -90,30 +96,30 @@ def test_losing_against_the_roles_own_signal_is_a_logic_error_with_a_lesson(make
     assert r.evidence_used == tuple(e.ref for e in case.evidence)
 
 
-def test_lesson_and_failure_mode_are_deterministic(make_case):
+def test_lesson_and_failure_mode_are_deterministic(make_case: MakeCase) -> None:
     case = make_case(realized_return=-0.06, signal=-0.6)
     assert one(case) == one(case)
     assert one(case).lesson == one(make_case(realized_return=-0.06, signal=-0.6)).lesson
 
 
-def test_loss_in_line_with_the_signal_is_variance(make_case):
+def test_loss_in_line_with_the_signal_is_variance(make_case: MakeCase) -> None:
     r = one(make_case(realized_return=-0.06, realized_vol=0.01, signal=0.6))
     assert r.outcome_class is OutcomeClass.VARIANCE
     assert r.lesson is None
 
 
-def test_profit_against_the_signal_yields_no_guidance(make_case):
+def test_profit_against_the_signal_yields_no_guidance(make_case: MakeCase) -> None:
     r = one(make_case(realized_return=0.06, realized_vol=0.01, signal=-0.6))
     assert r.outcome_class is OutcomeClass.VARIANCE
     assert "no loss" in r.reasons[0]
 
 
-def test_a_near_zero_signal_is_not_contradicted(make_case):
+def test_a_near_zero_signal_is_not_contradicted(make_case: MakeCase) -> None:
     r = one(make_case(realized_return=-0.06, signal=-0.05))
     assert r.outcome_class is OutcomeClass.VARIANCE
 
 
-def test_excess_return_probe_judges_against_the_benchmark(make_case):
+def test_excess_return_probe_judges_against_the_benchmark(make_case: MakeCase) -> None:
     # valuation: long gained 1 % while SPY gained 8 %: excess -7 % against a bearish signal
     with_bench = make_case(
         "valuation", realized_return=0.01, benchmark_return=0.08, realized_vol=0.005, signal=-0.5
@@ -128,7 +134,9 @@ def test_excess_return_probe_judges_against_the_benchmark(make_case):
 # --- missing_data ----------------------------------------------------------------------
 
 
-def test_absent_required_evidence_is_missing_data(make_case, evidence_for):
+def test_absent_required_evidence_is_missing_data(
+    make_case: MakeCase, evidence_for: EvidenceFor
+) -> None:
     evidence = [e for e in evidence_for("momentum") if e.kind != "technicals"]
     r = one(make_case(evidence=evidence, realized_return=-0.06, signal=-0.6))
     assert r.outcome_class is OutcomeClass.MISSING_DATA
@@ -140,8 +148,8 @@ def test_absent_required_evidence_is_missing_data(make_case, evidence_for):
 
 
 def test_stale_required_evidence_is_missing_data_naming_the_stale_failure_mode(
-    make_case, evidence_for
-):
+    make_case: MakeCase, evidence_for: EvidenceFor
+) -> None:
     evidence = [
         EvidenceItem("fundamentals", DECIDED_AT - timedelta(days=150), {"pe": 12}),
         *[e for e in evidence_for("valuation") if e.kind != "fundamentals"],
@@ -154,7 +162,9 @@ def test_stale_required_evidence_is_missing_data_naming_the_stale_failure_mode(
     assert "(limit 100)" in r.reasons[0]
 
 
-def test_evidence_exactly_at_its_age_limit_is_not_stale(make_case, evidence_for):
+def test_evidence_exactly_at_its_age_limit_is_not_stale(
+    make_case: MakeCase, evidence_for: EvidenceFor
+) -> None:
     evidence = [
         EvidenceItem("technicals", DECIDED_AT - timedelta(days=1)),
         *[e for e in evidence_for("momentum") if e.kind != "technicals"],
@@ -164,7 +174,9 @@ def test_evidence_exactly_at_its_age_limit_is_not_stale(make_case, evidence_for)
     assert one(make_case(evidence=evidence)).outcome_class is OutcomeClass.MISSING_DATA
 
 
-def test_the_freshest_usable_item_of_a_kind_satisfies_the_requirement(make_case, evidence_for):
+def test_the_freshest_usable_item_of_a_kind_satisfies_the_requirement(
+    make_case: MakeCase, evidence_for: EvidenceFor
+) -> None:
     evidence = [
         EvidenceItem("technicals", DECIDED_AT - timedelta(days=30)),
         *evidence_for("momentum"),
@@ -172,7 +184,7 @@ def test_the_freshest_usable_item_of_a_kind_satisfies_the_requirement(make_case,
     assert one(make_case(evidence=evidence)).outcome_class is OutcomeClass.VARIANCE
 
 
-def test_missing_data_takes_precedence_over_the_noise_band(make_case):
+def test_missing_data_takes_precedence_over_the_noise_band(make_case: MakeCase) -> None:
     r = one(make_case(evidence=[], realized_return=-0.001, realized_vol=0.01))
     assert r.outcome_class is OutcomeClass.MISSING_DATA
     assert len(r.reasons) == 2  # both required kinds absent
@@ -182,8 +194,8 @@ def test_missing_data_takes_precedence_over_the_noise_band(make_case):
 
 
 def test_evidence_dated_after_the_decision_is_flagged_as_leakage_and_never_used(
-    make_case, evidence_for
-):
+    make_case: MakeCase, evidence_for: EvidenceFor
+) -> None:
     leaked = EvidenceItem("technicals", DECIDED_AT + timedelta(hours=2), {"rsi": 80})
     evidence = [e for e in evidence_for("momentum") if e.kind != "technicals"] + [leaked]
     case = make_case(evidence=evidence, realized_return=-0.06, realized_vol=0.01, signal=-0.6)
@@ -198,7 +210,9 @@ def test_evidence_dated_after_the_decision_is_flagged_as_leakage_and_never_used(
     assert r.evidence_used == tuple(e.ref for e in evidence if e is not leaked)
 
 
-def test_leakage_is_flagged_even_when_valid_evidence_of_that_kind_exists(make_case, evidence_for):
+def test_leakage_is_flagged_even_when_valid_evidence_of_that_kind_exists(
+    make_case: MakeCase, evidence_for: EvidenceFor
+) -> None:
     leaked = EvidenceItem("price_history", DECIDED_AT + timedelta(days=3))
     evidence = [*evidence_for("momentum"), leaked]
     r = one(make_case(evidence=evidence, realized_return=0.04))
@@ -216,7 +230,7 @@ def test_leakage_is_flagged_even_when_valid_evidence_of_that_kind_exists(make_ca
 # --- failure mode choice ---------------------------------------------------------------
 
 
-def test_failure_mode_choice_prefers_modes_matching_the_class_and_kind(role):
+def test_failure_mode_choice_prefers_modes_matching_the_class_and_kind(role: RoleOf) -> None:
     valuation = role("valuation")
     assert pick_failure_mode(valuation, OutcomeClass.MISSING_DATA, ["fundamentals"]) == (
         "stale_fundamentals"
@@ -230,8 +244,8 @@ def test_failure_mode_choice_prefers_modes_matching_the_class_and_kind(role):
 # --- batch behaviour -------------------------------------------------------------------
 
 
-def _mixed_batch(make_case, evidence_for, n: int):
-    kinds = [
+def _mixed_batch(make_case: MakeCase, evidence_for: EvidenceFor, n: int) -> list[ReflectionInput]:
+    kinds: list[dict[str, Any]] = [
         {"realized_return": -0.01, "realized_vol": 0.01},  # variance
         {"realized_return": -0.08, "market_shock_sigma": -3.0},  # exogenous
         {"realized_return": -0.06, "signal": -0.6},  # logic_error
@@ -241,7 +255,9 @@ def _mixed_batch(make_case, evidence_for, n: int):
     return [make_case(case_id=f"c{i}", **kinds[i % len(kinds)]) for i in range(n)]
 
 
-def test_only_learnable_classes_carry_a_lesson_across_a_mixed_batch(make_case, evidence_for):
+def test_only_learnable_classes_carry_a_lesson_across_a_mixed_batch(
+    make_case: MakeCase, evidence_for: EvidenceFor
+) -> None:
     batch = _mixed_batch(make_case, evidence_for, 10)
     out = RuleReflector().reflect(batch)
     assert [r.case_id for r in out] == [c.case_id for c in batch]
@@ -258,11 +274,13 @@ def test_only_learnable_classes_carry_a_lesson_across_a_mixed_batch(make_case, e
         assert r.model_calls == 0
 
 
-def test_empty_batch_gives_no_reflections():
+def test_empty_batch_gives_no_reflections() -> None:
     assert classify([]) == []
 
 
-def test_a_batch_of_100k_cases_classifies_in_well_under_a_few_seconds(make_case, evidence_for):
+def test_a_batch_of_100k_cases_classifies_in_well_under_a_few_seconds(
+    make_case: MakeCase, evidence_for: EvidenceFor
+) -> None:
     base = _mixed_batch(make_case, evidence_for, 5)
     batch = base * 20_000
     start = time.perf_counter()
@@ -291,8 +309,13 @@ def test_a_batch_of_100k_cases_classifies_in_well_under_a_few_seconds(make_case,
         max_size=12,
     )
 )
-def test_batch_classification_equals_case_by_case_classification(rows, role):
-    batch = []
+def test_batch_classification_equals_case_by_case_classification(
+    rows: list[
+        tuple[str, Direction, float, float | None, float | None, float | None, float | None, int]
+    ],
+    role: RoleOf,
+) -> None:
+    batch: list[ReflectionInput] = []
     for i, (rid, direction, ret, vol, shock, signal, bench, age) in enumerate(rows):
         policy = role(rid)
         first, *rest = policy.required_evidence
@@ -323,6 +346,6 @@ def test_batch_classification_equals_case_by_case_classification(rows, role):
 
 
 @pytest.mark.parametrize("bad", [{"noise_k": 0}, {"shock_sigma": -1}, {"min_signal": 1.0}])
-def test_rule_config_rejects_nonsense_thresholds(bad):
+def test_rule_config_rejects_nonsense_thresholds(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="invalid rule thresholds"):
         RuleConfig(**bad)

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -16,12 +17,13 @@ from reflexmem.reflection.types import (
     TokenUsage,
     parse_evidence,
 )
+from tests.unit.reflection.reflection_helpers import RoleOf
 
 AT = datetime(2024, 3, 4, 15, 30, tzinfo=UTC)
 
 
-def reflection(**overrides):
-    values = {
+def reflection(**overrides: Any) -> Reflection:
+    values: dict[str, Any] = {
         "case_id": "c",
         "outcome_class": OutcomeClass.VARIANCE,
         "lesson": None,
@@ -33,7 +35,7 @@ def reflection(**overrides):
     return Reflection(**values)
 
 
-def test_decision_evidence_json_parses_with_utc_z_timestamps():
+def test_decision_evidence_json_parses_with_utc_z_timestamps() -> None:
     items = parse_evidence(
         [
             {"kind": "price_history", "as_of": "2024-03-04T14:30:00Z", "value": [1, 2]},
@@ -56,14 +58,19 @@ def test_decision_evidence_json_parses_with_utc_z_timestamps():
         {"as_of": "2024-03-04T14:30:00Z"},
     ],
 )
-def test_unparseable_evidence_is_an_error_naming_its_position(bad):
+def test_unparseable_evidence_is_an_error_naming_its_position(bad: dict[str, str]) -> None:
     with pytest.raises(ValueError, match=r"evidence\[1\]"):
         parse_evidence([{"kind": "ok", "as_of": "2024-03-04T14:30:00Z"}, bad])
 
 
-def test_reflection_input_rejects_naive_times_and_out_of_range_signals(role):
+def test_reflection_input_rejects_naive_times_and_out_of_range_signals(role: RoleOf) -> None:
     policy = role("momentum")
-    common = {"case_id": "c", "role": policy, "direction": Direction.LONG, "evidence": ()}
+    common: dict[str, Any] = {
+        "case_id": "c",
+        "role": policy,
+        "direction": Direction.LONG,
+        "evidence": (),
+    }
     with pytest.raises(ValueError, match="timezone-aware"):
         ReflectionInput(decided_at=datetime(2024, 1, 1), realized_return=0.0, **common)
     with pytest.raises(ValueError, match=r"\[-1, 1\]"):
@@ -74,7 +81,7 @@ def test_reflection_input_rejects_naive_times_and_out_of_range_signals(role):
     assert ok.evidence == ()
 
 
-def test_a_failed_reflection_can_carry_neither_class_nor_lesson():
+def test_a_failed_reflection_can_carry_neither_class_nor_lesson() -> None:
     with pytest.raises(ValueError, match="neither class nor lesson"):
         reflection(failed=True, error="boom")
     with pytest.raises(ValueError, match="say why"):
@@ -84,7 +91,7 @@ def test_a_failed_reflection_can_carry_neither_class_nor_lesson():
 
 
 @pytest.mark.parametrize("cls", [OutcomeClass.LOGIC_ERROR, OutcomeClass.MISSING_DATA])
-def test_learnable_classes_require_a_short_lesson(cls):
+def test_learnable_classes_require_a_short_lesson(cls: OutcomeClass) -> None:
     with pytest.raises(ValueError, match="needs a lesson"):
         reflection(outcome_class=cls)
     with pytest.raises(ValueError, match="300"):
@@ -93,12 +100,12 @@ def test_learnable_classes_require_a_short_lesson(cls):
 
 
 @pytest.mark.parametrize("cls", [OutcomeClass.EXOGENOUS, OutcomeClass.VARIANCE])
-def test_unlearnable_classes_refuse_a_lesson(cls):
+def test_unlearnable_classes_refuse_a_lesson(cls: OutcomeClass) -> None:
     with pytest.raises(ValueError, match="must carry no lesson"):
         reflection(outcome_class=cls, lesson="something")
 
 
-def test_reflection_serializes_to_plain_json_for_the_ledger():
+def test_reflection_serializes_to_plain_json_for_the_ledger() -> None:
     r = reflection(
         outcome_class=OutcomeClass.LOGIC_ERROR,
         lesson="Role x: y.",
@@ -113,12 +120,12 @@ def test_reflection_serializes_to_plain_json_for_the_ledger():
     assert data["usage"] == {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 
 
-def test_evidence_items_compare_by_content():
+def test_evidence_items_compare_by_content() -> None:
     assert EvidenceItem("a", AT, 1) == EvidenceItem("a", AT, 1)
     assert EvidenceItem("a", AT, 1).ref == EvidenceRef("a", AT)
 
 
-def test_the_reflection_core_imports_no_orchestration_or_tracking_framework():
+def test_the_reflection_core_imports_no_orchestration_or_tracking_framework() -> None:
     code = (
         "import sys, reflexmem.reflection, reflexmem.executor;"
         "print(sorted(m for m in ('prefect', 'mlflow', 'great_expectations') if m in sys.modules))"

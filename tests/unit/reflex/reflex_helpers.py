@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.reflex.skills import SkillSpec
@@ -36,7 +37,7 @@ class ChatServer:
 
     def __init__(self, *bodies: dict[str, object]) -> None:
         self.bodies = list(bodies)
-        self.requests: list[dict[str, object]] = []
+        self.requests: list[dict[str, Any]] = []  # parsed JSON bodies
         state = self
 
         class Handler(BaseHTTPRequestHandler):

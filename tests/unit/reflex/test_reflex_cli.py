@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from infra.cli import app
 from reflexmem.reflex.skills import SKILLS_DIR
 
 
-def test_skills_check_passes_the_shipped_files_and_names_a_bad_one(tmp_path: Path):
+def test_skills_check_passes_the_shipped_files_and_names_a_bad_one(tmp_path: Path) -> None:
     runner = CliRunner()
     good = runner.invoke(app, ["skills", "check"])
     assert good.exit_code == 0, good.output
@@ -24,7 +25,9 @@ def test_skills_check_passes_the_shipped_files_and_names_a_bad_one(tmp_path: Pat
     assert "place_order" in refused.output
 
 
-def test_skills_propose_refuses_a_widening_file_with_its_field(tmp_path: Path, monkeypatch):
+def test_skills_propose_refuses_a_widening_file_with_its_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from infra import migrate
     from infra.db import make_engine
 

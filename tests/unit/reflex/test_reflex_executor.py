@@ -65,7 +65,7 @@ FILER = Caller(
 )
 
 
-def test_a_verified_call_reports_its_verifier_version_and_latency():
+def test_a_verified_call_reports_its_verifier_version_and_latency() -> None:
     store = Store()
     ex = ToolExecutor.with_tools([file_tool(store)])
     result = ex.call(FILER, "file_doc", {"doc_id": "d1", "folder": "earnings"})
@@ -79,7 +79,7 @@ def test_a_verified_call_reports_its_verifier_version_and_latency():
     assert result.effects == ("write_files",)
 
 
-def test_arguments_outside_the_identitys_contract_are_refused_before_any_effect():
+def test_arguments_outside_the_identitys_contract_are_refused_before_any_effect() -> None:
     store = Store()
     ex = ToolExecutor.with_tools([file_tool(store)])
     result = ex.call(FILER, "file_doc", {"doc_id": "d1", "folder": "trash"})
@@ -90,7 +90,7 @@ def test_arguments_outside_the_identitys_contract_are_refused_before_any_effect(
     assert ex.audit[-1].code == "invalid_arguments"
 
 
-def test_a_failed_post_condition_is_pinned_to_its_key_and_never_run_twice():
+def test_a_failed_post_condition_is_pinned_to_its_key_and_never_run_twice() -> None:
     store = Store(misfile=True)
     ex = ToolExecutor.with_tools([file_tool(store)])
     args = {"doc_id": "d1", "folder": "earnings"}
@@ -110,7 +110,7 @@ def test_a_failed_post_condition_is_pinned_to_its_key_and_never_run_twice():
     assert store.folders == {"lost+found": ["d1"]}
 
 
-def test_a_callers_retry_limit_lowers_the_tools_bound_and_backoff_doubles():
+def test_a_callers_retry_limit_lowers_the_tools_bound_and_backoff_doubles() -> None:
     sleeps: list[float] = []
     store = Store(fail_times=5)
     ex = ToolExecutor.with_tools(
@@ -128,7 +128,7 @@ def test_a_callers_retry_limit_lowers_the_tools_bound_and_backoff_doubles():
     assert store.calls == 6  # 3 more: two transient failures, then success (tool bound 6)
 
 
-def test_a_tools_token_bucket_waits_when_short_and_refuses_when_long():
+def test_a_tools_token_bucket_waits_when_short_and_refuses_when_long() -> None:
     wall = [1000.0]
     sleeps: list[float] = []
 
@@ -153,7 +153,7 @@ def test_a_tools_token_bucket_waits_when_short_and_refuses_when_long():
     assert (refused.outcome, refused.code) == ("refused", CallCode.RATE_LIMITED)
 
 
-def test_a_rate_limited_keyed_call_releases_its_key():
+def test_a_rate_limited_keyed_call_releases_its_key() -> None:
     wall = [0.0]
     store = Store()
     tool = file_tool(store, rate=TokenBucket(capacity=1, refill_per_s=0.1))
@@ -165,7 +165,7 @@ def test_a_rate_limited_keyed_call_releases_its_key():
     assert ex.call(FILER, "file_doc", args, idempotency_key="b").code == CallCode.EXECUTED
 
 
-def test_a_reentrant_call_with_a_key_in_flight_is_refused_as_in_progress():
+def test_a_reentrant_call_with_a_key_in_flight_is_refused_as_in_progress() -> None:
     ex = ToolExecutor()
     seen: list[str] = []
 

@@ -41,12 +41,14 @@ def record(**kw: Any) -> ExperienceRecord:
         ({"failure_kind": "bad_luck", "status": "failure"}, "Input should be"),
     ],
 )
-def test_a_record_that_breaks_the_contract_is_refused(changes, message):
+def test_a_record_that_breaks_the_contract_is_refused(
+    changes: dict[str, object], message: str
+) -> None:
     with pytest.raises(ValidationError, match=message):
         record(**changes)
 
 
-def test_holds_requests_and_typed_failures_are_accepted():
+def test_holds_requests_and_typed_failures_are_accepted() -> None:
     assert (
         record(
             status="hold", status_reason="no_model", layer="L3", skill_id=None, skill_version=None

@@ -36,19 +36,21 @@ def sufficient(frm: SkillState, to: SkillState) -> list[Evidence]:
 
 
 @pytest.mark.parametrize(("frm", "to"), sorted(MOVES))
-def test_every_legal_move_passes_with_its_evidence(frm, to):
+def test_every_legal_move_passes_with_its_evidence(frm: SkillState, to: SkillState) -> None:
     assert check_move("s@1", frm, to, sufficient(frm, to), quality_floor=0.9) is MOVES[(frm, to)]
 
 
 @pytest.mark.parametrize(("frm", "to"), sorted(MOVES))
-def test_every_legal_move_is_refused_with_the_opposite_verdict(frm, to):
+def test_every_legal_move_is_refused_with_the_opposite_verdict(
+    frm: SkillState, to: SkillState
+) -> None:
     flipped = [Evidence(e.kind, not e.passed, e.metrics) for e in sufficient(frm, to)]
     with pytest.raises(LifecycleError, match=r"needs (passing|failing)"):
         check_move("s@1", frm, to, flipped, quality_floor=0.9)
 
 
 @pytest.mark.parametrize(("frm", "to"), sorted(MOVES))
-def test_every_legal_move_is_refused_without_evidence(frm, to):
+def test_every_legal_move_is_refused_without_evidence(frm: SkillState, to: SkillState) -> None:
     with pytest.raises(LifecycleError, match="got none"):
         check_move("s@1", frm, to, [], quality_floor=0.9)
 
@@ -57,13 +59,13 @@ ILLEGAL = [(a, b) for a, b in itertools.product(SkillState, SkillState) if (a, b
 
 
 @pytest.mark.parametrize(("frm", "to"), ILLEGAL)
-def test_every_other_move_is_refused_whatever_the_evidence(frm, to):
+def test_every_other_move_is_refused_whatever_the_evidence(frm: SkillState, to: SkillState) -> None:
     everything = [evidence(k, True) for k in EvidenceKind] + [evidence(k, False) for k in K]
     with pytest.raises(LifecycleError, match="is not a legal move"):
         check_move("s@1", frm, to, everything, quality_floor=0.0)
 
 
-def test_a_skip_names_the_states_it_would_skip():
+def test_a_skip_names_the_states_it_would_skip() -> None:
     with pytest.raises(LifecycleError) as info:
         check_move("s@1", S.CANDIDATE, S.ACTIVE, [], quality_floor=0.0)
     message = str(info.value)
@@ -71,7 +73,7 @@ def test_a_skip_names_the_states_it_would_skip():
     assert "it would skip validating -> limited" in message
 
 
-def test_terminal_states_have_no_way_out():
+def test_terminal_states_have_no_way_out() -> None:
     assert legal_targets(S.REJECTED) == ()
     assert legal_targets(S.RETIRED) == ()
     assert legal_targets(None) == (S.CANDIDATE,)
@@ -83,24 +85,24 @@ def test_terminal_states_have_no_way_out():
     ]
 
 
-def test_promotion_to_active_needs_both_shadow_and_rollout():
+def test_promotion_to_active_needs_both_shadow_and_rollout() -> None:
     with pytest.raises(LifecycleError, match="needs passing shadow and rollout"):
         check_move("s@1", S.LIMITED, S.ACTIVE, [evidence(K.SHADOW, True)], quality_floor=0.0)
 
 
-def test_evaluation_on_source_experiences_cannot_promote():
+def test_evaluation_on_source_experiences_cannot_promote() -> None:
     seen = evidence(K.EVALUATION, True, source_overlap=3.0)
     with pytest.raises(LifecycleError, match="overlaps the skill's source experiences"):
         check_move("s@1", S.CANDIDATE, S.VALIDATING, [seen], quality_floor=0.0)
 
 
-def test_passing_evidence_below_the_quality_floor_is_not_believed():
+def test_passing_evidence_below_the_quality_floor_is_not_believed() -> None:
     weak = evidence(K.EVALUATION, True, accuracy=0.8)
     with pytest.raises(LifecycleError, match=r"0\.800 is below the quality floor 0\.900"):
         check_move("s@1", S.CANDIDATE, S.VALIDATING, [weak], quality_floor=0.9)
 
 
-def test_evidence_without_its_figures_cannot_promote():
+def test_evidence_without_its_figures_cannot_promote() -> None:
     bare = Evidence(K.REPLAY, True, {"n": 5.0})
     with pytest.raises(LifecycleError, match="lacks metrics"):
         check_move("s@1", S.VALIDATING, S.LIMITED, [bare], quality_floor=0.0)

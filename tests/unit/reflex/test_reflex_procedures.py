@@ -45,17 +45,17 @@ OBS = {"n": 5, "when": "2026-01-05T00:00:00", "then": "2026-02-01T00:00:00",
         ({"field": "absent", "not_equals": "x"}, False),  # a missing field satisfies nothing
     ],
 )
-def test_conditions(condition, expected):
+def test_conditions(condition: dict[str, object], expected: bool) -> None:
     assert holds([condition], OBS) is expected
 
 
-def test_a_condition_needs_exactly_one_operator():
+def test_a_condition_needs_exactly_one_operator() -> None:
     with pytest.raises(ConditionError):
         compile_all([{"field": "n", "gt": 1, "lt": 9}])
 
 
-def test_json_observations_give_the_same_frame_as_mappings():
-    rows = [{"a": "x", "n": 3, "b": True}, {"n": 4.5}]
+def test_json_observations_give_the_same_frame_as_mappings() -> None:
+    rows: list[dict[str, object]] = [{"a": "x", "n": 3, "b": True}, {"n": 4.5}]
     from_json = observations_from_json(
         pl.Series(['{"a": "x", "n": 3, "b": true}', '{"n": 4.5}']), ["a", "n", "b"]
     )
@@ -65,7 +65,7 @@ def test_json_observations_give_the_same_frame_as_mappings():
 @pytest.mark.parametrize(
     "name", ["filing_kind_rules", "filing_kind_policy", "filing_kind_examples"]
 )
-def test_one_routed_row_decides_like_its_row_in_a_frame(make_spec: MakeSpec, name):
+def test_one_routed_row_decides_like_its_row_in_a_frame(make_spec: MakeSpec, name: str) -> None:
     spec = make_spec(name)
     items = corpus("replay", 30)
     frame = labelled_frame(items)
@@ -76,7 +76,7 @@ def test_one_routed_row_decides_like_its_row_in_a_frame(make_spec: MakeSpec, nam
     ]
 
 
-def test_rules_decide_with_certainty_or_not_at_all(make_spec: MakeSpec):
+def test_rules_decide_with_certainty_or_not_at_all(make_spec: MakeSpec) -> None:
     spec = make_spec("filing_kind_rules")
     assert decide_one(spec, {"form_type": "10-K", "title": "x", "body": "y"}) == (
         "earnings_report",
@@ -87,7 +87,7 @@ def test_rules_decide_with_certainty_or_not_at_all(make_spec: MakeSpec):
     assert decide_one(spec, {"form_type": "10-K", "title": "x", "body": ""}) == (None, 0.0, True)
 
 
-def test_the_policy_is_a_softmax_over_the_fixed_options(make_spec: MakeSpec):
+def test_the_policy_is_a_softmax_over_the_fixed_options(make_spec: MakeSpec) -> None:
     spec = make_spec("filing_kind_policy")
     choice, confidence, _ = decide_one(
         spec, {"form_type": "NOTE", "source": "broker", "body": "price target and rating"}
@@ -96,12 +96,14 @@ def test_the_policy_is_a_softmax_over_the_fixed_options(make_spec: MakeSpec):
     assert 0.9 < confidence < 1.0
 
 
-def test_examples_with_no_similar_input_give_no_answer(make_spec: MakeSpec):
+def test_examples_with_no_similar_input_give_no_answer(make_spec: MakeSpec) -> None:
     spec = make_spec("filing_kind_examples")
     assert decide_one(spec, {"title": "zzz", "body": "qqq"}) == (None, 0.0, False)
 
 
-def test_examples_decide_the_same_in_small_chunks(make_spec: MakeSpec, monkeypatch):
+def test_examples_decide_the_same_in_small_chunks(
+    make_spec: MakeSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
     spec = make_spec("filing_kind_examples")
     frame = labelled_frame(corpus("shadow", 50))
     whole = decide_frame(spec, frame)
@@ -118,6 +120,8 @@ def test_examples_decide_the_same_in_small_chunks(make_spec: MakeSpec, monkeypat
     ),
     st.text(max_size=10),
 )
-def test_the_vectorized_bucket_equals_the_scalar_one(pairs, salt):
+def test_the_vectorized_bucket_equals_the_scalar_one(
+    pairs: list[tuple[str, str]], salt: str
+) -> None:
     frame = pl.DataFrame({"account": [a for a, _ in pairs], "symbol": [s for _, s in pairs]})
     assert rollout_buckets(frame, salt).to_list() == [rollout_bucket(a, s, salt) for a, s in pairs]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +14,7 @@ from reflexmem.reflection.chat import LLMConfig
 from reflexmem.reflex.deliberate import ModelDeliberator
 from reflexmem.reflex.rollout import rollout_bucket
 from reflexmem.reflex.router import Task, route
+from reflexmem.reflex.snapshot import SkillSnapshot
 from tests.unit.reflex.reflex_helpers import ChatServer, MakeSpec, completion, snapshot_of
 
 A = SkillState.ACTIVE
@@ -52,8 +53,15 @@ def task(observation: dict[str, Any], **kw: Any) -> Task:
     return Task(**values)
 
 
+def decided_by(t: Task, snapshot: SkillSnapshot) -> str:
+    """The key of the skill version that decided `t` (the test expects one to decide)."""
+    skill = route(t, snapshot).skill
+    assert skill is not None
+    return skill.key
+
+
 @pytest.fixture
-def all_active(make_spec: MakeSpec):
+def all_active(make_spec: MakeSpec) -> SkillSnapshot:
     return snapshot_of(
         *(
             (make_spec(n), A, None)
@@ -62,7 +70,7 @@ def all_active(make_spec: MakeSpec):
     )
 
 
-def test_the_cheapest_confident_layer_decides(all_active):
+def test_the_cheapest_confident_layer_decides(all_active: SkillSnapshot) -> None:
     r = route(task(TEN_Q), all_active)
     assert (r.layer, r.skill.key if r.skill else None, r.choice, r.status) == (
         Layer.L0,
@@ -75,7 +83,7 @@ def test_the_cheapest_confident_layer_decides(all_active):
     assert r.idempotency_key == "file_filing:ep-1"
 
 
-def test_no_rule_escalates_to_the_bounded_choice(all_active):
+def test_no_rule_escalates_to_the_bounded_choice(all_active: SkillSnapshot) -> None:
     r = route(task(NOTE), all_active)
     assert r.layer == Layer.L1
     assert r.choice == "analyst_note"
@@ -86,7 +94,9 @@ def test_no_rule_escalates_to_the_bounded_choice(all_active):
     assert r.trail[0].reason == "no answer for this input"
 
 
-def test_low_confidence_escalates_through_every_layer_and_holds_without_a_model(all_active):
+def test_low_confidence_escalates_through_every_layer_and_holds_without_a_model(
+    all_active: SkillSnapshot,
+) -> None:
     r = route(task(CEO), all_active)
     assert (r.layer, r.status, r.status_reason) == (Layer.L3, EpisodeStatus.HOLD, "no_model")
     assert r.choice is None
@@ -100,7 +110,7 @@ def test_low_confidence_escalates_through_every_layer_and_holds_without_a_model(
     assert "below floor 0.70" in r.trail[1].reason
 
 
-def test_an_escalation_target_skips_the_layers_below_it(make_spec: MakeSpec):
+def test_an_escalation_target_skips_the_layers_below_it(make_spec: MakeSpec) -> None:
     rules = make_spec(edit=lambda r: r["fallback"].update(escalation_target="L3"))
     snap = snapshot_of((rules, A, None), (make_spec("filing_kind_policy"), A, None))
     r = route(task(NOTE), snap)
@@ -111,7 +121,7 @@ def test_an_escalation_target_skips_the_layers_below_it(make_spec: MakeSpec):
     assert r.status == EpisodeStatus.HOLD
 
 
-def test_missing_information_is_a_request_naming_the_fields(all_active):
+def test_missing_information_is_a_request_naming_the_fields(all_active: SkillSnapshot) -> None:
     r = route(task({"doc_id": "d", "form_type": "10-Q", "title": "Quarterly report"}), all_active)
     assert (r.status, r.status_reason, r.missing) == (
         EpisodeStatus.REQUEST,
@@ -122,7 +132,7 @@ def test_missing_information_is_a_request_naming_the_fields(all_active):
     assert r.layer is None
 
 
-def test_a_new_input_format_goes_to_review_and_holds(all_active):
+def test_a_new_input_format_goes_to_review_and_holds(all_active: SkillSnapshot) -> None:
     r = route(task({"id": "x", "form": "10-Q", "facts": {"Revenues": 1}}), all_active)
     assert (r.status, r.status_reason) == (EpisodeStatus.HOLD, "no_model")
     (review,) = r.reviews
@@ -133,7 +143,9 @@ def test_a_new_input_format_goes_to_review_and_holds(all_active):
     assert again.reviews[0].fingerprint == review.fingerprint  # same format, same cause
 
 
-def test_an_environment_change_goes_to_review_and_never_uses_old_skills(all_active):
+def test_an_environment_change_goes_to_review_and_never_uses_old_skills(
+    all_active: SkillSnapshot,
+) -> None:
     r = route(task(TEN_Q, environment_version="filings-v2"), all_active)
     assert r.status == EpisodeStatus.HOLD
     (review,) = r.reviews
@@ -145,13 +157,13 @@ def test_an_environment_change_goes_to_review_and_never_uses_old_skills(all_acti
     assert all(s.skill is None for s in r.trail)
 
 
-def test_an_unknown_task_family_goes_to_review(all_active):
+def test_an_unknown_task_family_goes_to_review(all_active: SkillSnapshot) -> None:
     r = route(task(TEN_Q, task_family="classify_image"), all_active)
     assert [x.kind for x in r.reviews] == [ReviewKind.UNKNOWN_TASK_FAMILY]
     assert r.status == EpisodeStatus.HOLD
 
 
-def test_candidates_and_quarantined_versions_never_decide(make_spec: MakeSpec):
+def test_candidates_and_quarantined_versions_never_decide(make_spec: MakeSpec) -> None:
     snap = snapshot_of(
         (make_spec(), SkillState.CANDIDATE, None),
         (make_spec("filing_kind_policy"), SkillState.QUARANTINED, None),
@@ -161,7 +173,7 @@ def test_candidates_and_quarantined_versions_never_decide(make_spec: MakeSpec):
     assert r.reviews == ()  # the format and environment are known: nothing to review
 
 
-def test_a_skill_outside_its_validity_period_does_not_decide(make_spec: MakeSpec):
+def test_a_skill_outside_its_validity_period_does_not_decide(make_spec: MakeSpec) -> None:
     late = make_spec(
         edit=lambda r: r["applicability"].update(valid_from="2027-01-01T00:00:00+00:00")
     )
@@ -169,7 +181,7 @@ def test_a_skill_outside_its_validity_period_does_not_decide(make_spec: MakeSpec
     assert r.status == EpisodeStatus.HOLD
 
 
-def test_a_limited_version_decides_only_its_sticky_rollout(make_spec: MakeSpec):
+def test_a_limited_version_decides_only_its_sticky_rollout(make_spec: MakeSpec) -> None:
     old = make_spec("filing_kind_policy")
     new = make_spec(
         "filing_kind_policy",
@@ -178,17 +190,20 @@ def test_a_limited_version_decides_only_its_sticky_rollout(make_spec: MakeSpec):
     )
     snap = snapshot_of((old, A, None), (new, SkillState.LIMITED, 0.5))
     pairs = [(f"acct-{i}", "AAPL") for i in range(40)]
-    chosen = {p: route(task(NOTE, account=p[0], symbol=p[1]), snap).skill.key for p in pairs}
+    chosen = {p: decided_by(task(NOTE, account=p[0], symbol=p[1]), snap) for p in pairs}
     inside = {p for p in pairs if rollout_bucket(p[0], p[1], "filing_kind_policy@2") < 0.5}
     assert 5 < len(inside) < 35
     assert {p for p, key in chosen.items() if key == "filing_kind_policy@2"} == inside
-    again = {p: route(task(NOTE, account=p[0], symbol=p[1]), snap).skill.key for p in pairs}
+    again = {p: decided_by(task(NOTE, account=p[0], symbol=p[1]), snap) for p in pairs}
     assert again == chosen  # sticky: the same pair gets the same version every time
-    assert route(task(NOTE), snap).skill.key == "filing_kind_policy@1"  # no pair, no rollout
+    assert decided_by(task(NOTE), snap) == "filing_kind_policy@1"  # no pair, no rollout
+
+
+Chat = Callable[..., ChatServer]
 
 
 @pytest.fixture
-def chat() -> Iterator[Any]:
+def chat() -> Iterator[Chat]:
     servers: list[ChatServer] = []
 
     def start(*bodies: dict[str, object]) -> ChatServer:
@@ -205,7 +220,9 @@ def deliberator(server: ChatServer, executor: ToolExecutor | None = None) -> Mod
     return ModelDeliberator(cfg, executor=executor)
 
 
-def test_a_configured_model_decides_what_the_skills_could_not(all_active, chat):
+def test_a_configured_model_decides_what_the_skills_could_not(
+    all_active: SkillSnapshot, chat: Chat
+) -> None:
     server = chat(
         completion(
             {
@@ -225,7 +242,7 @@ def test_a_configured_model_decides_what_the_skills_could_not(all_active, chat):
     assert "below floor" in sent  # the lower layers' trail is shown to the model
 
 
-def test_an_unsure_or_invalid_model_answer_is_a_hold(all_active, chat):
+def test_an_unsure_or_invalid_model_answer_is_a_hold(all_active: SkillSnapshot, chat: Chat) -> None:
     unsure = chat(completion({"choice": "analyst_note", "confidence": 0.4, "rationale": "unsure"}))
     r = route(task(CEO), all_active, deliberator=deliberator(unsure))
     assert (r.status, r.status_reason) == (EpisodeStatus.HOLD, "low_confidence")
@@ -236,7 +253,9 @@ def test_an_unsure_or_invalid_model_answer_is_a_hold(all_active, chat):
     assert len(invented.requests) == 2  # bounded: one retry, then hold
 
 
-def test_a_model_asking_for_a_fund_moving_tool_is_refused_recorded_and_held(all_active, chat):
+def test_a_model_asking_for_a_fund_moving_tool_is_refused_recorded_and_held(
+    all_active: SkillSnapshot, chat: Chat
+) -> None:
     broker_calls: list[str] = []
     executor = ToolExecutor.with_tools(
         order_tools(

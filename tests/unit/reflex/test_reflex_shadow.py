@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import polars as pl
 
@@ -21,7 +23,7 @@ from reflexmem.reflex.shadow import (
 from tests.unit.reflex.reflex_helpers import MakeSpec
 
 
-def test_evaluation_counts_confident_answers_and_coverage(make_spec: MakeSpec):
+def test_evaluation_counts_confident_answers_and_coverage(make_spec: MakeSpec) -> None:
     report = evaluate_declared(make_spec("filing_kind_policy"))
     assert (report.n, report.answered, report.correct) == (4, 3, 3)
     assert report.coverage == 0.75
@@ -31,7 +33,7 @@ def test_evaluation_counts_confident_answers_and_coverage(make_spec: MakeSpec):
     assert ev.metrics["source_overlap"] == 0
 
 
-def test_evaluation_on_the_skills_own_sources_is_counted_and_fails(make_spec: MakeSpec):
+def test_evaluation_on_the_skills_own_sources_is_counted_and_fails(make_spec: MakeSpec) -> None:
     spec = make_spec("filing_kind_examples")
     examples = spec.procedure["examples"]
     frame = labelled_frame(examples)
@@ -41,8 +43,8 @@ def test_evaluation_on_the_skills_own_sources_is_counted_and_fails(make_spec: Ma
     assert held_apart(frame, spec).height == 0
 
 
-def test_a_wrong_confident_counter_example_fails_the_evaluation(make_spec: MakeSpec):
-    def claim_results(raw):
+def test_a_wrong_confident_counter_example_fails_the_evaluation(make_spec: MakeSpec) -> None:
+    def claim_results(raw: dict[str, Any]) -> None:
         raw["decision"]["procedure"]["rules"].append(
             {"when": [{"field": "form_type", "equals": "8-K"}], "choose": "guidance_update"}
         )
@@ -53,7 +55,7 @@ def test_a_wrong_confident_counter_example_fails_the_evaluation(make_spec: MakeS
     assert not report.passed
 
 
-def test_replay_reports_agreement_with_the_live_decisions(make_spec: MakeSpec):
+def test_replay_reports_agreement_with_the_live_decisions(make_spec: MakeSpec) -> None:
     spec = make_spec("filing_kind_policy")
     frame = labelled_frame(corpus("replay", 30))
     live = frame["expected"].to_list()
@@ -65,8 +67,8 @@ def test_replay_reports_agreement_with_the_live_decisions(make_spec: MakeSpec):
     assert report.confusion["earnings_report"].get("<escalated>", 0) > 0
 
 
-def test_a_worse_candidate_is_caught_by_the_shadow_and_never_acts(make_spec: MakeSpec):
-    def always_note(raw):
+def test_a_worse_candidate_is_caught_by_the_shadow_and_never_acts(make_spec: MakeSpec) -> None:
+    def always_note(raw: dict[str, Any]) -> None:
         raw["decision"]["procedure"] = {
             "kind": "rules",
             "rules": [{"when": [{"field": "title", "missing": False}], "choose": "analyst_note"}],
@@ -84,7 +86,7 @@ def test_a_worse_candidate_is_caught_by_the_shadow_and_never_acts(make_spec: Mak
     assert shadow_compare(make_spec("filing_kind_rules"), frame, live).passed
 
 
-def test_the_rollout_arms_follow_the_router_and_count_outcomes():
+def test_the_rollout_arms_follow_the_router_and_count_outcomes() -> None:
     n = 200
     frame = pl.DataFrame(
         {
@@ -106,7 +108,7 @@ def test_the_rollout_arms_follow_the_router_and_count_outcomes():
     assert not rollout_report(good, "s@2", min_per_arm=n).passed
 
 
-def test_drift_is_found_in_a_shifted_window_and_not_in_a_similar_one():
+def test_drift_is_found_in_a_shifted_window_and_not_in_a_similar_one() -> None:
     rng = np.random.default_rng(7)
 
     def window(p_success: float, mean: float, kinds: list[float]) -> pl.DataFrame:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import TypedDict, Unpack
 
 import polars as pl
 import pytest
@@ -47,10 +48,20 @@ def _specs(registry: RoleRegistry, frame: pl.DataFrame) -> dict[str, SkillSpec]:
     return {spec.layer.value: spec for spec in (parse_skill(t, s, registry) for s, t in files)}
 
 
+class Moves(TypedDict, total=False):
+    """The optional fields of a `VersionView`: when its windows start."""
+
+    rollout_fraction: float | None
+    limited_at: datetime | None
+    active_at: datetime | None
+    quarantined_at: datetime | None
+    retired_at: datetime | None
+
+
 def _view(
-    spec: SkillSpec, state: SkillState = SkillState.CANDIDATE, **times: object
+    spec: SkillSpec, state: SkillState = SkillState.CANDIDATE, **times: Unpack[Moves]
 ) -> VersionView:
-    return VersionView(spec=spec, state=state, changed_at=NOW, **times)  # type: ignore[arg-type]
+    return VersionView(spec=spec, state=state, changed_at=NOW, **times)
 
 
 def test_observations_carry_evidence_ages_and_the_record_in_words(registry: RoleRegistry) -> None:
@@ -268,7 +279,9 @@ def test_shadow_rejects_a_stricter_version_that_is_worse_on_new_decisions(
     )
     raw.update(version=2, fallback={**raw["fallback"], "previous_version": 1})
     v2 = parse_skill(yaml.safe_dump(raw), "v2.yaml", registry)
-    assert evaluation_evidence(_view(v2), past).passed  # type: ignore[union-attr]
+    evaluated = evaluation_evidence(_view(v2), past)
+    assert evaluated is not None
+    assert evaluated.passed
     limited_at = START + timedelta(days=30)
     new = episodes(registry, 400, start=limited_at + timedelta(hours=1), lag_days=2)
     both = pl.concat([past, new], how="vertical_relaxed")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,10 +11,13 @@ import pytest
 from reflexmem.executor import Effect
 from reflexmem.ledger.reflex_enums import Layer
 from reflexmem.reflex.skills import SKILLS_DIR, SkillLoadError, load_skill_files, parse_skill
+from reflexmem.registry import RoleRegistry
 from tests.unit.reflex.reflex_helpers import MakeSpec
 
+Edit = Callable[[dict[str, Any]], object]
 
-def test_the_shipped_skills_load_with_every_contract_field(registry):
+
+def test_the_shipped_skills_load_with_every_contract_field(registry: RoleRegistry) -> None:
     specs = {s.skill_id: s for s in load_skill_files(SKILLS_DIR.glob("*.yaml"), registry)}
     assert set(specs) == {"filing_kind_rules", "filing_kind_policy", "filing_kind_examples"}
     rules = specs["filing_kind_rules"]
@@ -34,7 +38,9 @@ def test_the_shipped_skills_load_with_every_contract_field(registry):
     assert caller.argument_schemas["file_filing"]["required"] == ["doc_id", "kind", "content"]
 
 
-def _refused(make_spec: MakeSpec, edit: Any, name: str = "filing_kind_rules", **top: Any):
+def _refused(
+    make_spec: MakeSpec, edit: Edit | None, name: str = "filing_kind_rules", **top: Any
+) -> SkillLoadError:
     with pytest.raises(SkillLoadError) as info:
         make_spec(name, edit, **top)
     return info.value
@@ -58,7 +64,9 @@ def _refused(make_spec: MakeSpec, edit: Any, name: str = "filing_kind_rules", **
         ),
     ],
 )
-def test_a_schema_violation_names_the_field(make_spec, edit, field, reason):
+def test_a_schema_violation_names_the_field(
+    make_spec: MakeSpec, edit: Edit, field: str, reason: str
+) -> None:
     error = _refused(make_spec, edit)
     assert error.path == "filing_kind_rules.yaml"
     assert error.field == field
@@ -66,13 +74,13 @@ def test_a_schema_violation_names_the_field(make_spec, edit, field, reason):
     assert str(error).startswith(f"filing_kind_rules.yaml: {field}: ")
 
 
-def test_an_unknown_role_is_refused(make_spec):
+def test_an_unknown_role_is_refused(make_spec: MakeSpec) -> None:
     error = _refused(make_spec, None, owner="astrology")
     assert (error.field, "not registered") == ("owner", "not registered")
     assert "valuation" in error.reason  # the known roles are listed
 
 
-def test_a_tool_the_role_lacks_widens_the_permissions_and_is_refused(make_spec):
+def test_a_tool_the_role_lacks_widens_the_permissions_and_is_refused(make_spec: MakeSpec) -> None:
     def widen(raw: dict[str, Any]) -> None:
         raw["bounds"]["permissions"]["tools"].append("place_order")
 
@@ -82,7 +90,7 @@ def test_a_tool_the_role_lacks_widens_the_permissions_and_is_refused(make_spec):
     assert "widen the permissions of role 'valuation'" in error.reason
 
 
-def test_an_effect_the_role_lacks_is_refused(make_spec):
+def test_an_effect_the_role_lacks_is_refused(make_spec: MakeSpec) -> None:
     error = _refused(
         make_spec, lambda r: r["bounds"]["permissions"]["effects"].append("move_funds")
     )
@@ -90,7 +98,7 @@ def test_an_effect_the_role_lacks_is_refused(make_spec):
     assert "move_funds" in error.reason
 
 
-def test_a_role_without_permissions_grants_only_reading(make_spec):
+def test_a_role_without_permissions_grants_only_reading(make_spec: MakeSpec) -> None:
     error = _refused(make_spec, None, owner="momentum")
     assert error.field == "bounds.permissions.tools"
 
@@ -131,18 +139,22 @@ def test_a_role_without_permissions_grants_only_reading(make_spec):
         ),
     ],
 )
-def test_a_contract_that_contradicts_itself_is_refused(make_spec, edit, field, reason):
+def test_a_contract_that_contradicts_itself_is_refused(
+    make_spec: MakeSpec, edit: Edit, field: str, reason: str
+) -> None:
     error = _refused(make_spec, edit)
     assert error.field == field
     assert reason in error.reason
 
 
-def test_a_later_version_must_name_its_parent(make_spec):
+def test_a_later_version_must_name_its_parent(make_spec: MakeSpec) -> None:
     error = _refused(make_spec, None, version=2)
     assert error.field == "fallback.previous_version"
 
 
-def test_invalid_yaml_and_duplicate_versions_are_refused(registry, tmp_path: Path):
+def test_invalid_yaml_and_duplicate_versions_are_refused(
+    registry: RoleRegistry, tmp_path: Path
+) -> None:
     with pytest.raises(SkillLoadError, match="not valid YAML"):
         parse_skill("a: [unclosed", "broken.yaml", registry)
     text = (SKILLS_DIR / "filing_kind_rules.yaml").read_text()
@@ -152,7 +164,7 @@ def test_invalid_yaml_and_duplicate_versions_are_refused(registry, tmp_path: Pat
         load_skill_files(tmp_path.glob("*.yaml"), registry)
 
 
-def test_the_digest_ignores_the_state_and_nothing_else(make_spec):
+def test_the_digest_ignores_the_state_and_nothing_else(make_spec: MakeSpec) -> None:
     base = make_spec()
     assert make_spec(state="active").sha256 == base.sha256
     other = make_spec(edit=lambda r: r["validation"].update(quality_floor=0.5))

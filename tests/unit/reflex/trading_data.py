@@ -50,9 +50,16 @@ def raw_decisions(
     return pl.DataFrame(rows)
 
 
-def episodes(registry: RoleRegistry, n: int, **kw: object) -> pl.DataFrame:
+def episodes(
+    registry: RoleRegistry,
+    n: int,
+    *,
+    gap: int = 8,
+    start: datetime = START,
+    lag_days: float = 0.0,
+) -> pl.DataFrame:
     """Labelled episodes of those decisions (lesson where technicals are absent), judged."""
-    raw = raw_decisions(n, **kw)  # type: ignore[arg-type]
+    raw = raw_decisions(n, gap=gap, start=start, lag_days=lag_days)
     missing = ~raw["evidence"].str.contains("technicals")
     raw = raw.with_columns(
         pl.concat_str([pl.lit("ep-"), pl.col("decision_id")]).alias("episode_id"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 
@@ -57,7 +58,7 @@ def test_a_recalled_lesson_cannot_leave_the_data_block(lesson: str) -> None:
 
 
 def test_the_block_is_reproducible() -> None:
-    args = {"identity": ["rules"], "recalled": ["x", "y"], "task": "t"}
+    args: dict[str, Any] = {"identity": ["rules"], "recalled": ["x", "y"], "task": "t"}
     assert (
         assemble_prompt(MemoryMode.ACTIVE, **args).text
         == assemble_prompt(MemoryMode.ACTIVE, **args).text

@@ -15,7 +15,7 @@ from reflexmem.runtime import (
     assemble_prompt,
     build_registry,
 )
-from reflexmem.runtime.tools import RECALL_TOOL, REFLECT_TOOL, STORE_TOOL
+from reflexmem.runtime.tools import RECALL_TOOL, REFLECT_TOOL, STORE_TOOL, ToolRegistry
 from reflexmem.settings import MemoryMode
 
 LESSON = "Check the earnings calendar before sizing a breakout entry"
@@ -40,14 +40,19 @@ def _result() -> RecallResult:
     return RecallResult(RecallConstraints(role="equity_research"), "q", ("q",), (hit,), 1, "sqlite")
 
 
-def _registry(mode: MemoryMode, orders: list[Any] | None = None) -> Any:
+def _registry(mode: MemoryMode, orders: list[Any] | None = None) -> ToolRegistry:
     sink = orders if orders is not None else []
+
+    def place_order(**kw: Any) -> str:
+        sink.append(kw)
+        return "ok"
+
     return build_registry(
         mode,
         record_case=lambda **kw: "recorded",
         recall=lambda *a, **kw: _result(),
         reflect=lambda *a, **kw: "reflected",
-        execution_tools={"place_order": lambda **kw: sink.append(kw) or "ok"},
+        execution_tools={"place_order": place_order},
     )
 
 
@@ -82,6 +87,7 @@ def test_registry_is_fixed_at_build_time() -> None:
     reg = _registry(MemoryMode.SHADOW)
     assert not hasattr(reg, "add")
     with pytest.raises(TypeError):
+        # Deliberately writing to the read-only mapping: the runtime must refuse it too.
         reg._tools[RECALL_TOOL] = reg.get(STORE_TOOL)  # type: ignore[index]
 
 

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import yaml
 
 from reflexmem.structures.checks import static_checks
 from reflexmem.structures.model import Lifecycle, Structure
 from reflexmem.structures.mutations import (
+    Mutation,
     MutationRefused,
     Step,
     add_edge,
@@ -26,6 +29,11 @@ from reflexmem.structures.schema import load_packaged, schema_refusals
 @pytest.fixture(scope="module")
 def root() -> Structure:
     return load_packaged("office-all-shared")
+
+
+def resolves_to(other: Structure) -> Callable[[str], Structure]:
+    """A resolver that finds `other` whatever ID is asked (the one other parent)."""
+    return lambda _id: other
 
 
 def _merged(root: Structure) -> Structure:
@@ -67,7 +75,7 @@ def test_every_operator_records_its_step_and_parent(root: Structure) -> None:
         assert m.child.parent_id == m.parents[0].structure_id
         assert m.child.structure_id.split(".")[0] == m.parents[0].structure_id.split(".")[0]
         # JSON-able arguments, and the step rebuilds exactly the same child
-        again = replay_steps(m.parents[0], m.steps, lambda _id, o=m.parents[-1]: o)
+        again = replay_steps(m.parents[0], m.steps, resolves_to(m.parents[-1]))
         assert again.child.fingerprint() == m.child.fingerprint()
         checked(m)  # every one of these is a legal child of its parent
     assert {m.steps[0].operator for m in results} == {
@@ -175,9 +183,9 @@ def test_bad_arguments_are_refused_by_the_operator(root: Structure) -> None:
     ],
 )
 def test_widening_children_are_refused_with_field_and_check(
-    root: Structure, make: object, field: str, check: str
+    root: Structure, make: Callable[[Structure], Mutation], field: str, check: str
 ) -> None:
-    m = make(root)  # type: ignore[operator]
+    m = make(root)
     with pytest.raises(StructureRefused) as info:
         checked(m)
     assert (field, check) in {(r.field, r.check) for r in info.value.refusals}

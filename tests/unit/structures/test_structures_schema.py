@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -12,11 +13,12 @@ from reflexmem.structures.schema import load_packaged, load_structure, packaged,
 
 
 @pytest.fixture(scope="module")
-def root_data() -> dict:
-    return yaml.safe_load(packaged("office-all-shared"))
+def root_data() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(packaged("office-all-shared"))
+    return data
 
 
-def _write(tmp_path: Path, data: dict, name: str = "s.yaml") -> Path:
+def _write(tmp_path: Path, data: dict[str, Any], name: str = "s.yaml") -> Path:
     path = tmp_path / name
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -34,7 +36,9 @@ def test_packaged_candidates_load_and_round_trip() -> None:
     assert iso.fingerprint() != root.fingerprint()
 
 
-def test_schema_refusal_names_file_field_and_check(tmp_path: Path, root_data: dict) -> None:
+def test_schema_refusal_names_file_field_and_check(
+    tmp_path: Path, root_data: dict[str, Any]
+) -> None:
     data = {**root_data, "modules": dict(root_data["modules"])}
     data["modules"]["image"] = {**data["modules"]["image"], "allowed_tool": ["x"]}
     del data["fallback"]
@@ -58,7 +62,9 @@ def test_yaml_error_is_refused_with_a_position(tmp_path: Path) -> None:
     assert refusal.field.startswith("line ")
 
 
-def test_open_contract_and_unknown_fields_fail_closed_message_schema(root_data: dict) -> None:
+def test_open_contract_and_unknown_fields_fail_closed_message_schema(
+    root_data: dict[str, Any],
+) -> None:
     data = yaml.safe_load(yaml.safe_dump(root_data))
     data["contracts"]["receipt-fields-v1"]["closed"] = False
     data["edges"][1]["fields"] = ["document_type", "raw_text"]
@@ -78,7 +84,9 @@ def test_cycle_limit_is_enforced() -> None:
     assert set(strongly_connected_sizes(acyclic).values()) == {1}
 
 
-def test_widening_and_lost_verification_are_refused_against_the_parent(root_data: dict) -> None:
+def test_widening_and_lost_verification_are_refused_against_the_parent(
+    root_data: dict[str, Any],
+) -> None:
     root = structure_from_data(root_data)
     data = yaml.safe_load(packaged("office-conditional"))
     data["modules"]["document"]["allowed_tools"] = ["read-text", "local-ocr"]
@@ -96,7 +104,7 @@ def test_widening_and_lost_verification_are_refused_against_the_parent(root_data
     }
 
 
-def test_a_module_may_not_reach_the_ground_truth(root_data: dict) -> None:
+def test_a_module_may_not_reach_the_ground_truth(root_data: dict[str, Any]) -> None:
     data = yaml.safe_load(yaml.safe_dump(root_data))
     data["modules"]["document"]["knowledge"] = ["docs", "ground-truth"]
     with pytest.raises(StructureRefused) as info:
@@ -106,7 +114,7 @@ def test_a_module_may_not_reach_the_ground_truth(root_data: dict) -> None:
     ]
 
 
-def test_references_are_checked(root_data: dict) -> None:
+def test_references_are_checked(root_data: dict[str, Any]) -> None:
     data = yaml.safe_load(yaml.safe_dump(root_data))
     data["edges"][0]["to"] = "calendar"
     data["modules"]["schedule"]["handles"] = ["schedule_event", "classify_document"]
