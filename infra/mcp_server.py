@@ -77,6 +77,7 @@ def build_mcp(res: Resources, mode: MemoryMode) -> MCPServer[Any]:
         as_of: datetime | None = None,
         decision_id: str | None = None,
         k: int | None = None,
+        policy: str | None = None,
     ) -> dict[str, Any]:
         """Recall lessons, patterns and rules of one role, under every constraint."""
         try:
@@ -88,6 +89,7 @@ def build_mcp(res: Resources, mode: MemoryMode) -> MCPServer[Any]:
                 as_of=as_of,
                 decision_id=decision_id,
                 k=k,
+                policy=policy,
             )
             return agent_tools.recall(res, mode, request)
         except ValidationError as exc:
