@@ -16,7 +16,6 @@ the tests and `reflexmem bench recall --via api`.
 from __future__ import annotations
 
 import hmac
-import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -156,13 +155,6 @@ def create_app(res: Resources, settings: Settings, mode: MemoryMode | None = Non
     return app
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nobody listens on right now (the OS picks it)."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 class LoopbackServer:
     """Serve an app with uvicorn in a background thread on a free loopback port.
 
@@ -173,16 +165,12 @@ class LoopbackServer:
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", startup_s: float = 30.0) -> None:
         import uvicorn
 
-        # The socket is bound here and handed to uvicorn: no other process can take
-        # the port between choosing it and listening on it.
-        self.sock = socket.socket()
-        self.sock.bind((host, 0))
-        self.host, self.port, self.startup_s = host, int(self.sock.getsockname()[1]), startup_s
-        config = uvicorn.Config(app, host=host, port=self.port, log_level="warning")
+        # Port 0: the OS picks a free port as uvicorn binds, so no other process can
+        # take it between choosing and listening; the port is read back once started.
+        self.host, self.port, self.startup_s = host, 0, startup_s
+        config = uvicorn.Config(app, host=host, port=0, log_level="warning")
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self.sock]}, name="reflex-api", daemon=True
-        )
+        self.thread = threading.Thread(target=self.server.run, name="reflex-api", daemon=True)
 
     @property
     def base_url(self) -> str:
@@ -198,6 +186,7 @@ class LoopbackServer:
                 self.stop()
                 raise RuntimeError(f"the API did not start on {self.base_url}")
             time.sleep(0.02)
+        self.port = int(self.server.servers[0].sockets[0].getsockname()[1])
         return self.base_url
 
     def stop(self) -> None:
@@ -205,7 +194,6 @@ class LoopbackServer:
         self.server.should_exit = True
         if self.thread.is_alive():
             self.thread.join(timeout=self.startup_s)
-        self.sock.close()
 
     def __exit__(
         self,
