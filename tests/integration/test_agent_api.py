@@ -251,3 +251,17 @@ def test_recall_in_active_mode_returns_the_role_s_cases(engine: sa.Engine, tmp_p
         bad_k = api.post("/v1/recall", json={"role": "momentum", "query": "x", "k": 0})
         assert bad_k.status_code == 422
         assert bad_k.json()["detail"][0]["loc"] == ["body", "k"]
+
+
+def test_reflexmem_api_refuses_to_start_without_a_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from infra.cli import app
+
+    monkeypatch.setenv("REFLEX_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("REFLEX_API_TOKEN", raising=False)
+    result = CliRunner().invoke(app, ["api", "--port", "0"])
+    assert result.exit_code == 2
+    assert "REFLEX_API_TOKEN" in result.output
