@@ -6,7 +6,8 @@ process's frozen role-memory mode: recall exists only in active mode.
 
 from __future__ import annotations
 
-from typing import Annotated
+import copy
+from typing import Annotated, Any
 
 import typer
 
@@ -35,7 +36,22 @@ def api_cmd(
         host=host or settings.api_host,
         port=settings.api_port if port is None else port,
         log_level="info",
+        log_config=_log_config(),
     )
+
+
+def _log_config() -> dict[str, Any]:
+    """The logging of uvicorn, with an access formatter that reads the redacted message.
+
+    The process's redacting filter (`reflexmem.redact`) formats every record and clears
+    its arguments; uvicorn's own access formatter unpacks those arguments and would
+    fail on every request, so access lines use the plain message instead.
+    """
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["access"] = {"format": "%(asctime)s %(levelname)s %(message)s"}
+    return config
 
 
 @app.command("mcp")
