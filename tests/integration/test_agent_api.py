@@ -265,3 +265,23 @@ def test_reflexmem_api_refuses_to_start_without_a_token(
     result = CliRunner().invoke(app, ["api", "--port", "0"])
     assert result.exit_code == 2
     assert "REFLEX_API_TOKEN" in result.output
+
+
+def test_concurrent_consumptions_over_http_let_exactly_one_through(
+    api: httpx.Client, engine: sa.Engine
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    assert api.post("/v1/decisions", json=DECISION).status_code == 200
+    assert api.post("/v1/previews", json=PREVIEW).status_code == 200
+    url = str(api.base_url)
+
+    def consume(_: int) -> int:
+        with httpx.Client(base_url=url, headers=AUTH, timeout=60) as client:
+            response = client.post("/v1/previews/api-p1/consume", json={"decision_id": "api-d1"})
+            return response.status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        statuses = sorted(pool.map(consume, range(8)))
+    assert statuses == [200] + [409] * 7
+    assert scalar(engine, "SELECT consume_count FROM trade_previews") == 1
