@@ -109,6 +109,12 @@ class Settings(BaseSettings):
     drop_dir: Path | None = None
     """Folder the scheduled `admission` flow ingests files from (None: `home/drop`)."""
     memory_seed: int = 0
+    api_token: SecretStr | None = None
+    """Secret: the bearer token every request to `reflexmem api` must carry (no token,
+    no service: the command refuses to start without one)."""
+    api_host: str = "127.0.0.1"
+    """Interface `reflexmem api` listens on (loopback unless deliberately exposed)."""
+    api_port: int = Field(default=8765, ge=0, le=65535)
     llm: LLMSettings = Field(default_factory=LLMSettings)
 
     @field_validator("role_memory_mode", mode="before")

@@ -38,12 +38,28 @@ def bench_recall_cmd(
     cases: Annotated[int, typer.Option(help="Role cases in the generated store.")] = 100_000,
     backend: Annotated[str, typer.Option(help="sqlite or postgres.")] = "sqlite",
     queries: Annotated[int, typer.Option(help="Timed recalls.")] = 300,
+    via: Annotated[
+        str, typer.Option(help="direct (in process, against a scan) or api (over HTTP).")
+    ] = "direct",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Constrained recall latency over N role cases, against an unindexed scan."""
+    """Constrained recall latency over N role cases: in process against a scan, or over HTTP."""
+    check_backend(backend)
+    if via not in ("direct", "api"):
+        err.print("--via must be direct or api")
+        raise typer.Exit(2)
+    if via == "api":
+        from infra.bench_recall_api import run_bench as run_api
+
+        emit(
+            run_api(
+                Settings(), cases=cases, backend=backend, queries=queries, progress=not as_json
+            ),
+            as_json,
+        )
+        return
     from infra.bench_recall import run_bench
 
-    check_backend(backend)
     result = run_bench(
         Settings(), cases=cases, backend=backend, queries=queries, progress=not as_json
     )

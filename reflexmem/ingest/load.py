@@ -243,16 +243,33 @@ def ingest_files(
     """
     kinds = kinds or [None] * len(paths)
     files = [read_ledger_file(p, k) for p, k in zip(paths, kinds, strict=True)]
+    return load_files(conn, files, validate_bars=validate_bars, now=now)
+
+
+def load_files(
+    conn: sa.Connection,
+    files: Sequence[LedgerFile],
+    *,
+    validate_bars: BarValidator | None = None,
+    now: datetime | None = None,
+    record: bool = True,
+) -> IngestReport:
+    """Load validated files in dependency order on `conn`'s transaction.
+
+    `record=False` loads rows that came from no file (the agent API's records): they
+    are not entered in `ingested_files`, and re-sending them is answered by the same
+    key-by-key comparison as a re-ingested file (unchanged rows, or a conflict).
+    """
     if validate_bars is None and any(f.schema.suite == "bars" for f in files):
         raise ValueError("bars files are judged by their expectation suite: pass validate_bars")
     now = datetime.now(UTC) if now is None else now
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
     report = IngestReport()
-    seen = set(conn.execute(sa.select(IngestedFile.sha256)).scalars())
+    seen = set(conn.execute(sa.select(IngestedFile.sha256)).scalars()) if record else set()
     todo: list[tuple[LedgerFile, pl.DataFrame]] = []
     for f in files:
-        if f.sha256 in seen:
+        if record and f.sha256 in seen:
             report.skipped_files.append(f.path)
         else:
             todo.append((f, _prepare(f)))
@@ -268,7 +285,8 @@ def ingest_files(
             report.quarantined[kind] += bars.quarantined
             for reason, n in bars.by_reason.items():
                 report.quarantine_reasons[reason] += n
-            _record(conn, file, frame.height, now)
+            if record:
+                _record(conn, file, frame.height, now)
             continue
         stage = _stage(conn, file.schema, frame)
         _check_references(conn, file, stage)
@@ -276,7 +294,8 @@ def ingest_files(
         report.unchanged_rows[file.schema.kind] += _check_conflicts(conn, file, stage, frame)
         report.added[file.schema.kind] += _append_new(conn, file.schema, stage)
         conn.execute(sa.text(f"DROP TABLE {quote_ident(conn, stage)}"))
-        _record(conn, file, frame.height, now)
+        if record:
+            _record(conn, file, frame.height, now)
     return report
 
 

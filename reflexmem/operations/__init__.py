@@ -9,7 +9,7 @@ demo, the benchmarks and the tests call operations directly. See `docs/architect
 
 | module | stages |
 |---|---|
-| `intake` | ingest files, ingest a drop folder, consume a preview, admit |
+| `intake` | ingest files, record agent rows, ingest a drop folder, consume a preview, admit |
 | `maturation` | plan (the cycle's clock), settle, mature |
 | `evaluation` | evaluate, replay, promote |
 | `reflection` | reflect (one role) |

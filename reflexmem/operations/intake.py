@@ -1,4 +1,4 @@
-"""Stages that bring input in: ingest files, ingest a drop folder, consume previews, admit.
+"""Stages that bring input in: ingest files or records, a drop folder, consume previews, admit.
 
 Each function is one stage of the cycle over `Resources` and returns its report; the
 CLI, the flows and the tests call these and nothing below them.
@@ -7,14 +7,15 @@ CLI, the flows and the tests call these and nothing below them.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from reflexmem.admission.admit import AdmissionResult
 from reflexmem.admission.admit import admit as admit_batch
-from reflexmem.ingest.load import IngestReport, ingest_files
-from reflexmem.ingest.read import SUFFIXES, IngestError, detect_kind
+from reflexmem.ingest.load import IngestReport, ingest_files, load_files
+from reflexmem.ingest.read import ROW, SUFFIXES, IngestError, detect_kind
+from reflexmem.ingest.rows import RECORD_KINDS, rows_file
 from reflexmem.ingest.schemas import INGEST_ORDER
 from reflexmem.ledger.enums import QuarantineReason
 from reflexmem.ledger.previews import (
@@ -40,6 +41,31 @@ def ingest(res: Resources, paths: Sequence[Path], kind: str | None = None) -> In
             kinds=[kind] * len(paths) if kind else None,
             validate_bars=res.validate_bars,
         )
+
+
+def record(res: Resources, kind: str, rows: Sequence[Mapping[str, object]]) -> IngestReport:
+    """Record rows an agent sends (decisions, previews, executions, fills), all or none.
+
+    The rows are validated by the same contract and loaded by the same staged path as a
+    file of that kind (`reflexmem.ingest.rows`); bad input raises `IngestError` naming
+    the row and field and writes nothing. A preview is recorded unconsumed: it is
+    consumed only by `consume`, which keeps exactly-once.
+    """
+    if kind not in RECORD_KINDS:
+        raise ValueError(f"cannot record {kind!r}; use one of {', '.join(RECORD_KINDS)}")
+    file = rows_file(kind, rows)
+    if kind == "previews":
+        for name in ("consumed_at", "consumed_by_decision_id"):
+            given = file.frame.filter(file.frame[name].is_not_null())
+            if given.height:
+                raise IngestError(
+                    file.path,
+                    "a preview is recorded unconsumed; consume it with `consume`",
+                    row=int(given[ROW][0]),
+                    column=name,
+                )
+    with res.engine.begin() as conn:
+        return load_files(conn, [file], record=False)
 
 
 @dataclass(frozen=True)
@@ -103,6 +129,8 @@ class ConsumeReport:
     decision_id: str
     consumed: bool
     reason: str | None = None
+    code: str | None = None
+    """Why it was refused: the quarantine reason (`preview_double_consume`, ...)."""
 
 
 def consume(res: Resources, preview_id: str, decision_id: str) -> ConsumeReport:
@@ -120,7 +148,9 @@ def consume(res: Resources, preview_id: str, decision_id: str) -> ConsumeReport:
             record_refused_consumption(
                 conn, f"consume-{uuid.uuid4().hex[:16]}", preview_id, decision_id, str(exc), code
             )
-        return ConsumeReport(preview_id, decision_id, consumed=False, reason=str(exc))
+        return ConsumeReport(
+            preview_id, decision_id, consumed=False, reason=str(exc), code=code.value
+        )
     return ConsumeReport(preview_id, decision_id, consumed=True)
 
 

@@ -1,0 +1,107 @@
+"""The agent tools as an MCP server: `reflexmem mcp` over stdio, and in-process in active mode."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import sqlalchemy as sa
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from infra import migrate
+from infra.db import make_engine
+from infra.mcp_server import build_mcp
+from reflexmem.operations import reflection
+from reflexmem.settings import MemoryMode
+from tests.integration.test_agent_api import DECISION, PREVIEW
+from tests.support import make_resources, mature_and_evaluate, scalar, seed_ledger
+
+RECORDERS = {"record_decisions", "record_previews", "record_executions", "record_fills"}
+
+
+def _text(result: Any) -> str:
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
+def test_reflexmem_mcp_over_stdio_lists_and_calls_the_tools(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    ledger = home / "ledger.sqlite"
+    engine = make_engine(f"sqlite:///{ledger}")
+    migrate.upgrade(engine)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REFLEX_", "ROLE_MEMORY"))}
+    env |= {"REFLEX_HOME": str(home), "ROLE_MEMORY_MODE": "shadow"}
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-c", "from infra.cli import main; main()", "mcp"],
+        env=env,
+        cwd=str(Path(__file__).resolve().parents[2]),
+    )
+
+    async def session() -> tuple[set[str], list[Any]]:
+        with anyio.fail_after(120):
+            async with Client(params) as client:
+                listed = await client.list_tools()
+                calls = [
+                    await client.call_tool("record_decisions", {"rows": [DECISION]}),
+                    await client.call_tool("record_previews", {"rows": [PREVIEW]}),
+                    await client.call_tool(
+                        "record_decisions", {"rows": [{**DECISION, "direction": "up"}]}
+                    ),
+                    await client.call_tool(
+                        "consume_preview", {"preview_id": "api-p1", "decision_id": "api-d1"}
+                    ),
+                    await client.call_tool(
+                        "consume_preview", {"preview_id": "api-p1", "decision_id": "api-d1"}
+                    ),
+                ]
+                return {t.name for t in listed.tools}, calls
+
+    names, calls = anyio.run(session)
+    # Shadow mode: the recall tool does not exist.
+    assert names == {*RECORDERS, "consume_preview"}
+    recorded, preview, bad, consumed, again = calls
+    assert not recorded.is_error
+    assert recorded.structured_content["added"] == 1
+    assert preview.structured_content["added"] == 1
+    assert bad.is_error
+    assert "422 invalid_row: 0.direction:" in _text(bad)
+    assert not consumed.is_error
+    assert consumed.structured_content["consumed"] is True
+    assert again.is_error
+    assert "409 preview_double_consume" in _text(again)
+    assert scalar(engine, "SELECT consume_count FROM trade_previews") == 1
+    engine.dispose()
+
+
+def test_in_active_mode_the_mcp_server_offers_recall(engine: sa.Engine, tmp_path: Path) -> None:
+    res = make_resources(engine)
+    seed_ledger(res, tmp_path, n=600)
+    mature_and_evaluate(res)
+    reflection.reflect(res, "momentum")
+    server = build_mcp(res, MemoryMode.ACTIVE)
+
+    async def session() -> tuple[set[str], Any, Any]:
+        async with Client(server) as client:
+            listed = await client.list_tools()
+            hit = await client.call_tool(
+                "recall",
+                {"role": "momentum", "query": "breakout entry", "k": 3, "policy": "full_detailed"},
+            )
+            unknown = await client.call_tool("recall", {"role": "astrology", "query": "x"})
+            return {t.name for t in listed.tools}, hit, unknown
+
+    names, hit, unknown = anyio.run(session)
+    assert names == {*RECORDERS, "consume_preview", "recall"}
+    assert not hit.is_error, _text(hit)
+    body = hit.structured_content
+    assert body["role"] == "momentum"
+    assert body["policy"] == "full_detailed"
+    assert 0 < len(body["hits"]) <= 3
+    assert {h["role"] for h in body["hits"]} == {"momentum"}
+    assert scalar(engine, "SELECT COUNT(*) FROM recall_log") == 1
+    assert unknown.is_error
+    assert "422 unknown_role: role:" in _text(unknown)
