@@ -16,6 +16,7 @@ from infra.cli import (  # noqa: F401  (register commands)
     lessons,
     lineage,
     memory,
+    migrate,
     review,
     skills,
     structures,
