@@ -109,6 +109,8 @@ class Settings(BaseSettings):
     drop_dir: Path | None = None
     """Folder the scheduled `admission` flow ingests files from (None: `home/drop`)."""
     memory_seed: int = 0
+    prefect_api_url: str | None = Field(default=None, json_schema_extra=SECRET_URL)
+    """Prefect API the doctor checks the schedule on (None: no schedule check)."""
     llm: LLMSettings = Field(default_factory=LLMSettings)
 
     @field_validator("role_memory_mode", mode="before")

@@ -73,6 +73,7 @@ def migrate_legacy(
         raise typer.Exit(2) from exc
     finally:
         source.engine.dispose()
+        res.engine.dispose()
     result = report.to_dict()
     if as_json:
         emit(result, True)

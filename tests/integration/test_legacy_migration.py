@@ -44,7 +44,8 @@ def target(
     intake.ingest(res, write_small(tmp_path / "in", 30))
     with engine.connect() as conn:
         decision = conn.execute(sa.text("SELECT MIN(decision_id) FROM trading_decisions"))
-        yield engine, str(decision.scalar_one())
+        first = str(decision.scalar_one())
+    yield engine, first
 
 
 def _legacy(engine: sa.Engine, tmp_path: Path, rows: list[tuple[object, ...]]) -> str:
