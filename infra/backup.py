@@ -237,7 +237,9 @@ def restore_backup(folder: Path, engine: sa.Engine) -> dict[str, Any]:
     """Bring the ledger back to the backup, verified by checksum; returns the manifest."""
     manifest = read_manifest(folder)
     if manifest["backend"] != engine.dialect.name:
-        raise BackupError(f"a {manifest['backend']} backup cannot restore a {engine.dialect.name} ledger")
+        raise BackupError(
+            f"a {manifest['backend']} backup cannot restore a {engine.dialect.name} ledger"
+        )
     engine.dispose()
     if manifest["format"] == "sqlite":
         src = sqlite3.connect(f"file:{folder / 'ledger.sqlite'}?mode=ro", uri=True)
@@ -250,8 +252,15 @@ def restore_backup(folder: Path, engine: sa.Engine) -> dict[str, Any]:
     elif manifest["format"] == "pg_dump":
         uri, env = _pg_env(engine)
         run = subprocess.run(
-            ["pg_restore", "--clean", "--if-exists", "--no-owner", "--single-transaction",
-             f"--dbname={uri}", str(folder / "ledger.dump")],
+            [
+                "pg_restore",
+                "--clean",
+                "--if-exists",
+                "--no-owner",
+                "--single-transaction",
+                f"--dbname={uri}",
+                str(folder / "ledger.dump"),
+            ],
             env=env,
             capture_output=True,
             text=True,
@@ -273,7 +282,9 @@ def _load_tables(folder: Path, manifest: dict[str, Any], engine: sa.Engine) -> N
     by_name = {t.name: t for t in _tables()}
     with engine.begin() as conn:
         conn.exec_driver_sql("SET LOCAL session_replication_role = replica")
-        conn.exec_driver_sql(f"TRUNCATE {', '.join(f'{chr(34)}{t}{chr(34)}' for t in order)} CASCADE")
+        conn.exec_driver_sql(
+            f"TRUNCATE {', '.join(f'{chr(34)}{t}{chr(34)}' for t in order)} CASCADE"
+        )
         raw: Any = conn.connection.driver_connection
         for name in order:
             with (

@@ -77,7 +77,7 @@ def maturation_days(registry: RoleRegistry) -> dict[str, int]:
 
 
 def check_mlflow(uri: str) -> Check:
-    """Is the tracking store reachable? (An embedded store not yet created is fine.)"""
+    """Is the tracking store reachable? (An embedded store not yet created is fine.)."""
     if uri.startswith("sqlite:///"):
         path = Path(uri.removeprefix("sqlite:///"))
         if not path.exists():

@@ -1,5 +1,6 @@
-"""Schedule health for `doctor`: last and next run of every deployment, late and failed runs,
-worker heartbeats, read from the Prefect API named by `REFLEX_PREFECT_API_URL`.
+"""Schedule health for `doctor`: last and next runs, late and failed runs, worker heartbeats.
+
+Read from the Prefect API named by `REFLEX_PREFECT_API_URL`.
 
 A scheduled run is *late* when its expected start is more than `LATE_AFTER` in the past
 and it has not started; a run is counted *failed* if it ended Failed or Crashed within
@@ -25,6 +26,7 @@ async def _collect(api_url: str, now: datetime) -> dict[str, Any]:
         DeploymentFilterId,
         FlowRunFilter,
         FlowRunFilterExpectedStartTime,
+        FlowRunFilterState,
         FlowRunFilterStateType,
     )
     from prefect.client.schemas.objects import StateType
@@ -41,27 +43,36 @@ async def _collect(api_url: str, now: datetime) -> dict[str, Any]:
                 late = await client.read_flow_runs(
                     deployment_filter=by_dep,
                     flow_run_filter=FlowRunFilter(
-                        state=FlowRunFilterStateType(any_=[StateType.SCHEDULED]),
+                        state=FlowRunFilterState(
+                            type=FlowRunFilterStateType(any_=[StateType.SCHEDULED])
+                        ),
                         expected_start_time=FlowRunFilterExpectedStartTime(
-                            before_=now - LATE_AFTER
+                            before_=now - LATE_AFTER  # type: ignore[arg-type]
                         ),
                     ),
                 )
                 nxt = await client.read_flow_runs(
                     deployment_filter=by_dep,
                     flow_run_filter=FlowRunFilter(
-                        state=FlowRunFilterStateType(any_=[StateType.SCHEDULED]),
-                        expected_start_time=FlowRunFilterExpectedStartTime(after_=now),
+                        state=FlowRunFilterState(
+                            type=FlowRunFilterStateType(any_=[StateType.SCHEDULED])
+                        ),
+                        expected_start_time=FlowRunFilterExpectedStartTime(after_=now),  # type: ignore[arg-type]
                     ),
                     sort=FlowRunSort.EXPECTED_START_TIME_ASC,
                     limit=1,
                 )
                 terminal = [
-                    StateType.COMPLETED, StateType.FAILED, StateType.CRASHED, StateType.CANCELLED
+                    StateType.COMPLETED,
+                    StateType.FAILED,
+                    StateType.CRASHED,
+                    StateType.CANCELLED,
                 ]
                 last = await client.read_flow_runs(
                     deployment_filter=by_dep,
-                    flow_run_filter=FlowRunFilter(state=FlowRunFilterStateType(any_=terminal)),
+                    flow_run_filter=FlowRunFilter(
+                        state=FlowRunFilterState(type=FlowRunFilterStateType(any_=terminal))
+                    ),
                     sort=FlowRunSort.END_TIME_DESC,
                     limit=20,
                 )
@@ -119,8 +130,12 @@ def schedule_health(api_url: str, now: datetime) -> dict[str, Any]:
     except Exception as exc:  # the server is down or answers garbage: unhealthy
         from reflexmem.redact import redact
 
-        return {"ok": False, "detail": f"Prefect API unreachable: {redact(str(exc))}",
-                "deployments": [], "workers": {}}
+        return {
+            "ok": False,
+            "detail": f"Prefect API unreachable: {redact(str(exc))}",
+            "deployments": [],
+            "workers": {},
+        }
     deps = found["deployments"]
     late = [d["name"] for d in deps if d["late_runs"]]
     failed = [d["name"] for d in deps if d["failed_runs_24h"]]

@@ -35,7 +35,7 @@ class LegacySource:
     @property
     def label(self) -> str:
         """The URL with any password redacted (what reports and logs store)."""
-        return redact(self.url)
+        return str(redact(self.url))
 
     def chunks(self, size: int = CHUNK_ROWS) -> Iterator[pl.DataFrame]:
         """The legacy rows, sorted by ID, `size` at a time (one server-side cursor)."""

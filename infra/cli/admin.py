@@ -84,7 +84,9 @@ def audit(
         raise typer.Exit(2) from exc
     finally:
         engine.dispose()
-    clean = [{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in r.items()} for r in rows]
+    clean = [
+        {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in r.items()} for r in rows
+    ]
     if as_json:
         filters = {"role": role, "state": state, "since": since, "limit": limit}
         emit({"filters": filters, "count": len(clean), "rows": clean}, True)

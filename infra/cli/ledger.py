@@ -10,7 +10,6 @@ import typer
 from infra.cli.common import (
     app,
     console,
-    counts_table,
     db_app,
     err,
     open_resources,

@@ -55,9 +55,7 @@ class Health:
     legacy_quarantined: int
 
 
-def health_counts(
-    conn: sa.Connection, maturation_days: Mapping[str, int], now: datetime
-) -> Health:
+def health_counts(conn: sa.Connection, maturation_days: Mapping[str, int], now: datetime) -> Health:
     """Stale pending cases, failed and deferred reflections, review queues."""
 
     def count(*where: sa.ColumnElement[bool]) -> int:
@@ -68,9 +66,7 @@ def health_counts(
         sa.select(sa.func.count()).select_from(LessonReview).where(LessonReview.status == "held")
     ).scalar_one()
     reviews = conn.execute(
-        sa.select(sa.func.count())
-        .select_from(ReviewItem)
-        .where(ReviewItem.status == "open")
+        sa.select(sa.func.count()).select_from(ReviewItem).where(ReviewItem.status == "open")
     ).scalar_one()
     legacy = conn.execute(
         sa.select(sa.func.count())
@@ -151,6 +147,8 @@ def audit_rows(
         if since:
             q2 = q2.where(Quarantine.created_at >= since)
         q2 = q2.order_by(Quarantine.created_at.desc(), Quarantine.subject_id).limit(limit)
-        for r in conn.execute(q2).mappings():
-            rows.append({**dict(r), "kind": "quarantined", "state": "quarantined"})
+        rows.extend(
+            {**dict(r), "kind": "quarantined", "state": "quarantined"}
+            for r in conn.execute(q2).mappings()
+        )
     return rows[:limit]

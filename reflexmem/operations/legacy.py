@@ -68,14 +68,12 @@ def _migrated(conn: sa.Connection, ids: list[str]) -> pl.DataFrame:
             Quarantine.subject_kind == SubjectKind.LEGACY_ROW, Quarantine.subject_id.in_(ids)
         )
     ).all()
-    schema = {"legacy_id": pl.String, "row_sha256": pl.String}
+    schema: dict[str, pl.DataType] = {"legacy_id": pl.String(), "row_sha256": pl.String()}
     moved = pl.DataFrame(cases, schema=schema, orient="row")
     quarantined = pl.DataFrame(
         held, schema={"legacy_id": pl.String, "detail": pl.String}, orient="row"
-    ).select(
-        "legacy_id", pl.col("detail").str.json_path_match("$.row_sha256").alias("row_sha256")
-    )
-    return pl.concat([moved, quarantined.cast(schema)])
+    ).select("legacy_id", pl.col("detail").str.json_path_match("$.row_sha256").alias("row_sha256"))
+    return pl.concat([moved, quarantined.cast(pl.String)])
 
 
 def _decisions(conn: sa.Connection, ids: list[str]) -> list[str]:

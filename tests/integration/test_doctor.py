@@ -44,25 +44,37 @@ def test_doctor_reports_a_healthy_store_with_counts_after_admission(
     assert sum(report.tables["pending cases by reason"].values()) == result.pending
     out = CliRunner().invoke(app, ["doctor"])
     assert "ROLE_MEMORY_MODE=shadow" in out.output
-    code, body = _doctor_json()
+    _code, body = _doctor_json()
     assert set(body) == KEYS
     assert body["tables"]["health"]["executions"] == 200  # type: ignore[index]
     names = {c["name"] for c in body["checks"]}  # type: ignore[attr-defined]
-    assert {"registry", "mode", "mlflow", "database", "migrations", "conservation",
-            "stale pending", "failed reflections", "deferred reflections",
-            "review queues"} <= names
+    assert {
+        "registry",
+        "mode",
+        "mlflow",
+        "database",
+        "migrations",
+        "conservation",
+        "stale pending",
+        "failed reflections",
+        "deferred reflections",
+        "review queues",
+    } <= names
     # Pending cases long past twice their role's maturation period are stale (unhealthy).
     if result.pending:
         late = run_doctor(settings, now=datetime(2100, 1, 1, tzinfo=UTC))
         stale = next(c for c in late.checks if c.name == "stale pending")
-        assert not stale.ok and late.exit_code == 1
+        assert not stale.ok
+        assert late.exit_code == 1
         rows = CliRunner().invoke(app, ["audit", "--state", "stale", "--json"])
         assert rows.exit_code == 0
     audit = CliRunner().invoke(app, ["audit", "--json", "--state", "quarantined"])
     listed = json.loads(audit.stdout)
     assert listed["count"] == result.quarantined
     assert all(r["state"] == "quarantined" for r in listed["rows"])
-    role = CliRunner().invoke(app, ["audit", "--json", "--role", "momentum", "--since", "2000-01-01"])
+    role = CliRunner().invoke(
+        app, ["audit", "--json", "--role", "momentum", "--since", "2000-01-01"]
+    )
     assert all(r["role_id"] == "momentum" for r in json.loads(role.stdout)["rows"])
 
 
@@ -89,15 +101,14 @@ def test_doctor_cannot_check_an_unreachable_database(
     assert (code, body["status"]) == (2, "cannot_check")
 
 
-def test_doctor_fails_on_an_unreachable_mlflow(
-    home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_doctor_fails_on_an_unreachable_mlflow(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     migrated(Settings()).engine.dispose()
     monkeypatch.setenv("REFLEX_MLFLOW_TRACKING_URI", "http://127.0.0.1:1")
     code, body = _doctor_json()
     assert (code, body["status"]) == (1, "unhealthy")
     mlflow = next(c for c in body["checks"] if c["name"] == "mlflow")  # type: ignore[attr-defined]
-    assert not mlflow["ok"] and "unreachable" in mlflow["detail"]
+    assert not mlflow["ok"]
+    assert "unreachable" in mlflow["detail"]
 
 
 def test_doctor_reports_a_late_scheduled_run(
@@ -120,7 +131,9 @@ def test_doctor_reports_a_late_scheduled_run(
     code, body = _doctor_json()
     assert code == 1
     schedule = body["schedule"]
-    assert isinstance(schedule, dict) and not schedule["ok"]
+    assert isinstance(schedule, dict)
+    assert not schedule["ok"]
     probe = next(d for d in schedule["deployments"] if d["name"] == "late-probe")
-    assert probe["late_runs"] == 1 and probe["last_run"] is None
+    assert probe["late_runs"] == 1
+    assert probe["last_run"] is None
     assert "late: late-probe" in schedule["detail"]

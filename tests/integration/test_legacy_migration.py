@@ -45,7 +45,7 @@ def target(
     with engine.connect() as conn:
         decision = conn.execute(sa.text("SELECT MIN(decision_id) FROM trading_decisions"))
         first = str(decision.scalar_one())
-    yield engine, first
+    return engine, first
 
 
 def _legacy(engine: sa.Engine, tmp_path: Path, rows: list[tuple[object, ...]]) -> str:
@@ -59,11 +59,17 @@ def _legacy(engine: sa.Engine, tmp_path: Path, rows: list[tuple[object, ...]]) -
     with engine.begin() as conn:
         conn.execute(sa.text("DROP TABLE IF EXISTS role_memory"))
         conn.execute(
-            sa.text(LEGACY_DDL.format(id="INTEGER PRIMARY KEY").replace("provenance TEXT", "provenance JSONB"))
+            sa.text(
+                LEGACY_DDL.format(id="INTEGER PRIMARY KEY").replace(
+                    "provenance TEXT", "provenance JSONB"
+                )
+            )
         )
         for r in rows:
             conn.execute(
-                sa.text("INSERT INTO role_memory VALUES (:a, :b, :c, :d, :e, CAST(:f AS JSONB), :g)"),
+                sa.text(
+                    "INSERT INTO role_memory VALUES (:a, :b, :c, :d, :e, CAST(:f AS JSONB), :g)"
+                ),
                 dict(zip("abcdefg", r, strict=True)),
             )
     return engine.url.render_as_string(hide_password=False)
@@ -87,7 +93,10 @@ def test_round_trip_is_idempotent_and_restores_by_checksum(
     before = table_digests(engine)
     first = _run("legacy", "--from", url, "--backup-method", method)
     assert (first["rows_in"], first["moved"], first["quarantined"], first["unchanged"]) == (
-        4, 3, 1, 0,
+        4,
+        3,
+        1,
+        0,
     )
     backup = first["backup"]
     assert isinstance(backup, dict)
@@ -102,12 +111,17 @@ def test_round_trip_is_idempotent_and_restores_by_checksum(
         quarantined = held.one()
     assert sorted(cases) == ["1", "2", "3"]
     assert cases["1"].content == "Fade the open on thin volume."
-    assert json.loads(cases["1"].provenance) == {"source": "legacy-app", "note": "kept byte for byte"}
+    assert json.loads(cases["1"].provenance) == {
+        "source": "legacy-app",
+        "note": "kept byte for byte",
+    }
     assert cases["1"].decision_id == decision
-    assert cases["2"].decision_id is None and cases["2"].legacy_decision_id == "missing-decision"
+    assert cases["2"].decision_id is None
+    assert cases["2"].legacy_decision_id == "missing-decision"
     assert cases["1"].legacy_score == pytest.approx(0.7)
     assert quarantined.reason_code == "legacy_unknown_role"
-    assert quarantined.subject_id == "4" and quarantined.role_id == "astrology"
+    assert quarantined.subject_id == "4"
+    assert quarantined.role_id == "astrology"
     assert json.loads(quarantined.detail)["content"] == "Mercury is retrograde."
     # Legacy rows never become role cases (statistics read only role_cases and runs).
     assert scalar(engine, "SELECT COUNT(*) FROM role_cases") == 0
