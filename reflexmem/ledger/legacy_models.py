@@ -32,7 +32,7 @@ class LegacyCase(Base):
     content: Mapped[str] = mapped_column(sa.Text)
     provenance: Mapped[str | None] = mapped_column(sa.Text)
     """The legacy provenance JSON exactly as the legacy table held it."""
-    legacy_score: Mapped[float | None]
+    legacy_score: Mapped[float | None] = mapped_column(sa.Float)
     """Audit only: never read by evaluation, statistics, recall or learning."""
     legacy_created_at: Mapped[str | None] = mapped_column(sa.String(64))
     """The legacy timestamp as text, exactly as read."""
