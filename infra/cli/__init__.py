@@ -8,6 +8,7 @@ Each module of this package registers the commands of one area on the shared app
 from __future__ import annotations
 
 from infra.cli import (  # noqa: F401  (register commands)
+    admin,
     agents,
     bench,
     cycle,
@@ -17,6 +18,7 @@ from infra.cli import (  # noqa: F401  (register commands)
     lessons,
     lineage,
     memory,
+    migrate,
     review,
     skills,
     structures,

@@ -1,4 +1,4 @@
-"""Ledger commands: schema, ingest, admission, previews, doctor and the demo."""
+"""Ledger commands: schema, ingest, admission, previews and the demo."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import typer
 from infra.cli.common import (
     app,
     console,
-    counts_table,
     db_app,
     err,
     open_resources,
@@ -106,22 +105,6 @@ def preview_consume(preview_id: str, decision_id: str) -> None:
         err.print(f"[red]refused (kept in quarantine):[/red] {report.reason}")
         raise typer.Exit(1)
     console.print(f"preview {preview_id} consumed by {decision_id}")
-
-
-@app.command()
-def doctor() -> None:
-    """Check the store: reachable, migrated, registry valid; show mode and case counts."""
-    from infra.doctor import run_doctor
-
-    report = run_doctor(Settings())
-    for check in report.checks:
-        mark = "[green]ok[/green]" if check.ok else "[red]FAIL[/red]"
-        console.print(f"{mark}  {check.name}: {check.detail}")
-    for title, counts in report.tables.items():
-        if counts:
-            console.print(counts_table(title, counts))
-    if not report.healthy:
-        raise typer.Exit(1)
 
 
 @app.command()

@@ -1,11 +1,12 @@
 """The ledger: SQLAlchemy models, enumerations, bulk loads and audits.
 
 Importing the package registers every table on `Base.metadata`, including the market,
-memory, recall, reflection, REFLEX skill, skill-cycle and structure tables, so that migrations,
-fixtures and `sorted_tables` see the whole schema whichever model module a caller
+memory, recall, reflection, legacy, REFLEX skill, skill-cycle and structure tables, so
+that migrations, fixtures and `sorted_tables` see the whole schema whichever model module a caller
 imported first.
 """
 
+from reflexmem.ledger import legacy_models as legacy_models
 from reflexmem.ledger import market_models as market_models
 from reflexmem.ledger import memory_models as memory_models
 from reflexmem.ledger import reflection_models as reflection_models

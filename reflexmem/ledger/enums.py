@@ -111,6 +111,8 @@ class QuarantineReason(StrEnum):
     BAR_NOT_INCREASING = "bar_not_increasing"
     BAR_CLOSE_CONFLICT = "bar_close_conflict"
     BAR_FIELDS_CONFLICT = "bar_fields_conflict"
+    # Legacy migration (`reflexmem migrate legacy`): a legacy row naming an unregistered role.
+    LEGACY_UNKNOWN_ROLE = "legacy_unknown_role"
 
 
 class SubjectKind(StrEnum):
@@ -119,6 +121,8 @@ class SubjectKind(StrEnum):
     EXECUTION = "execution"
     PREVIEW_CONSUMPTION = "preview_consumption"
     BAR = "bar"
+    LEGACY_ROW = "legacy_row"
+    """A row of a legacy `role_memory` table (`reflexmem migrate legacy`)."""
 
 
 class LessonReviewStatus(StrEnum):
