@@ -1,7 +1,7 @@
 """The synthetic recall corpus and its labelled relevance set, from one generator.
 
 Every case has a ground-truth failure mode (`MODES` of them), drawn by the generator
-before any text exists. A learnable case's lesson is four of its mode's six words plus
+before any text exists. A learnable case's lesson is three of its mode's six words plus
 Zipf noise; its decision text carries two of them among noise words. A query asks for
 one mode (three of its words) under one role and symbol; the cases relevant to it are
 those that truly share its role, symbol and failure mode and that recall may return
@@ -25,8 +25,11 @@ SCENARIOS = ("breakout", "earnings", "mean_reversion", "macro", "momentum", "gap
 VOCAB = 3000
 MODES = 12
 MODE_WORDS = 6
+MODE_STRIDE = 3
 MODE_BASE = 300
-"""Mode m owns the words w{MODE_BASE + m * MODE_WORDS + j}: mid-frequency noise too."""
+"""Mode m's words are w{MODE_BASE + m * MODE_STRIDE + j}, j < MODE_WORDS: adjacent modes
+share half their words, and the words are also mid-frequency Zipf noise, so a query's
+words also hit cases of other failure modes (ranking is not trivially exact)."""
 START = datetime(2024, 1, 1, tzinfo=UTC)
 LEARNABLE = ("logic_error", "missing_data")
 
@@ -48,7 +51,7 @@ def _text(rng: np.random.Generator, mode: np.ndarray, signal: int, noise: int) -
     pick = np.argsort(rng.random((n, MODE_WORDS)), axis=1)[:, :signal]
     ids = np.concatenate(
         [
-            MODE_BASE + mode[:, None] * MODE_WORDS + pick,
+            MODE_BASE + mode[:, None] * MODE_STRIDE + pick,
             np.minimum(rng.zipf(1.3, size=(n, noise)), VOCAB) - 1,
         ],
         axis=1,
@@ -66,10 +69,10 @@ def case_frames(n: int, seed: int = 0) -> dict[str, pl.DataFrame]:
     idx = np.arange(n)
     ids = pl.Series("case_id", idx).cast(pl.String).str.zfill(8)
     ids = pl.select(pl.lit("c") + ids).to_series()
-    role = np.asarray(ROLES, dtype=object)[rng.integers(0, len(ROLES), n)]
-    symbol = np.asarray(SYMBOLS, dtype=object)[rng.integers(0, len(SYMBOLS), n)]
+    role = np.asarray(ROLES)[rng.integers(0, len(ROLES), n)]
+    symbol = np.asarray(SYMBOLS)[rng.integers(0, len(SYMBOLS), n)]
     scen_idx = rng.integers(0, len(SCENARIOS) + 1, n)
-    scen = np.asarray([*SCENARIOS, None], dtype=object)[scen_idx]
+    scen = np.asarray([*SCENARIOS, None], dtype=object)[scen_idx].tolist()
     minutes = np.sort(rng.integers(0, 700 * 1440, n)).astype("timedelta64[m]")
     decided = np.datetime64("2024-01-01T00:00") + minutes
     admitted = decided + np.timedelta64(3, "D")
@@ -82,7 +85,7 @@ def case_frames(n: int, seed: int = 0) -> dict[str, pl.DataFrame]:
     mode = rng.integers(0, MODES, n)
     reflected = state == "reflected"
     learnable = reflected & np.isin(klass, LEARNABLE)
-    lesson = _text(rng, mode, 4, 6)
+    lesson = _text(rng, mode, 3, 7)
     text = _text(rng, mode, 2, 10)
     direction = rng.choice(["long", "short"], size=n)
     origin = rng.choice(["manual_agent", "manual_external"], size=n, p=[0.8, 0.2])
@@ -169,6 +172,6 @@ def relevance_set(truth: pl.DataFrame, queries: int, seed: int) -> list[Query]:
     words = np.argsort(rng.random((anchors.height, MODE_WORDS)), axis=1)[:, :3]
     out = []
     for i, (r, s, m) in enumerate(anchors.select("role_id", "symbol", "mode").iter_rows()):
-        text = " ".join(f"w{MODE_BASE + int(m) * MODE_WORDS + int(j)}" for j in words[i])
+        text = " ".join(f"w{MODE_BASE + int(m) * MODE_STRIDE + int(j)}" for j in words[i])
         out.append(Query(role=r, symbol=s, text=text, mode=int(m), relevant=rel[(r, s, int(m))]))
     return out
