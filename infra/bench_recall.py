@@ -1,18 +1,29 @@
-"""`reflexmem bench recall`: constrained recall over N role cases against a scan.
+"""`reflexmem bench recall`: constrained recall against a B-tree floor and a BM25 peer.
 
 Builds a scratch ledger (SQLite file or PostgreSQL database, dropped afterwards) with N
-role cases spread over roles, symbols, scenarios, states and outcome classes, plus the
-decisions and executions they need, all with bulk loads (COPY / executemany, never the
-ORM). It then times `reflexmem.recall.recall` for random (role, symbol, query) triples
-and, in the same run, the same constrained query answered by a scan of role_cases that
-no recall index can serve (`reflexmem.recall.fts.scan_query`).
+role cases from `bench_recall_corpus` (bulk loads, never the ORM), whose generator also
+labels, for each query, the cases that truly share its role, symbol and failure mode.
+Then, over the same queries, it measures (`measure`: latency, CPU and relevance of any
+`query(q) -> case ids` callable, so a transport such as HTTP can be swapped in):
+
+- recall: `reflexmem.recall.recall`;
+- the floor: the same constrained query on the B-tree indexes, no text index, ranked
+  by term overlap in SQL (`bench_recall_rivals.floor_query`);
+- the peer: TradingAgents' per-role BM25 memory, post-filtered to the constraints
+  (`bench_recall_rivals.BM25Peer`), on the queries of `peer_roles` roles only (its
+  index is in-process Python, built per role; one role bounds its memory at 1e6).
+
+Relevance: recall@5 = relevant ids in the top 5 / min(5, relevant), nDCG@5 with binary
+gains, both averaged over queries.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,105 +31,28 @@ import numpy as np
 import polars as pl
 import sqlalchemy as sa
 
+from infra.bench_recall_corpus import ROLES, SYMBOLS, Query, relevance_set
+from infra.bench_recall_corpus import case_frames as labelled_frames
+from infra.bench_recall_rivals import BM25Peer, floor_query
 from infra.bench_support import scratch_engine
 from reflexmem.ledger.bulk import bulk_insert
-from reflexmem.recall import RecallConstraints, query_terms, recall
-from reflexmem.recall.fts import scan_query
+from reflexmem.recall import RecallConstraints, recall
 from reflexmem.settings import Settings
 
-ROLES = tuple(f"role_{i}" for i in range(8))
-SYMBOLS = tuple(f"SYM{i:03d}" for i in range(200))
-SCENARIOS = ("breakout", "earnings", "mean_reversion", "macro", "momentum", "gap")
-VOCAB = 3000
-START = datetime(2024, 1, 1, tzinfo=UTC)
-
-
-def _words(rng: np.random.Generator, n: int, per: int) -> pl.Series:
-    # Zipf-like: a few very common words, a long tail of rare ones.
-    ranks = np.minimum(rng.zipf(1.3, size=n * per), VOCAB) - 1
-    words = np.asarray([f"w{i}" for i in range(VOCAB)], dtype=object)
-    frame = pl.DataFrame({"w": words[ranks].tolist(), "row": np.repeat(np.arange(n), per)})
-    return frame.group_by("row", maintain_order=True).agg(pl.col("w").str.join(" "))["w"]
+__all__ = ["ROLES", "SYMBOLS", "case_frames", "load_cases", "measure", "run_bench"]
+K = 5
+LOADED = ("trading_decisions", "trade_executions", "role_cases")
 
 
 def case_frames(n: int, seed: int = 0) -> dict[str, pl.DataFrame]:
     """Decisions, executions and role cases for `n` cases (deterministic per seed)."""
-    rng = np.random.default_rng(seed)
-    ids = [f"c{i:08d}" for i in range(n)]
-    role = np.asarray(ROLES, dtype=object)[rng.integers(0, len(ROLES), n)]
-    symbol = np.asarray(SYMBOLS, dtype=object)[rng.integers(0, len(SYMBOLS), n)]
-    scen_idx = rng.integers(0, len(SCENARIOS) + 1, n)
-    scenario = [None if i == len(SCENARIOS) else SCENARIOS[i] for i in scen_idx.tolist()]
-    decided = [START + timedelta(minutes=int(m)) for m in np.sort(rng.integers(0, 700 * 1440, n))]
-    admitted = [d + timedelta(days=3) for d in decided]
-    state = rng.choice(
-        ["reflected", "eligible", "pending", "reflection_failed"], size=n, p=[0.6, 0.2, 0.1, 0.1]
-    )
-    klass = rng.choice(
-        ["logic_error", "missing_data", "exogenous", "variance"], size=n, p=[0.4, 0.3, 0.15, 0.15]
-    )
-    reflected = state == "reflected"
-    outcome = [k if r else None for k, r in zip(klass.tolist(), reflected.tolist(), strict=True)]
-    learnable = reflected & np.isin(klass, ["logic_error", "missing_data"])
-    lessons = _words(rng, n, 10)
-    lesson = [
-        s if ok else None for s, ok in zip(lessons.to_list(), learnable.tolist(), strict=True)
-    ]
-    text = _words(rng, n, 12)
-    direction = rng.choice(["long", "short"], size=n).tolist()
-    origin = rng.choice(["manual_agent", "manual_external"], size=n, p=[0.8, 0.2]).tolist()
-    decisions = pl.DataFrame(
-        {
-            "decision_id": [f"d{i}" for i in ids],
-            "agent_id": ["bench-agent"] * n,
-            "role_id": role.tolist(),
-            "account": ["acct"] * n,
-            "market": ["us"] * n,
-            "symbol": symbol.tolist(),
-            "direction": direction,
-            "decided_at": pl.Series(decided, dtype=pl.Datetime("us", "UTC")),
-            "scenario": pl.Series(scenario, dtype=pl.String),
-            "rationale": text,
-        }
-    )
-    executions = pl.DataFrame(
-        {
-            "execution_id": [f"x{i}" for i in ids],
-            "decision_id": [f"d{i}" for i in ids],
-            "account": ["acct"] * n,
-            "market": ["us"] * n,
-            "symbol": symbol.tolist(),
-            "direction": direction,
-            "instrument": ["spot"] * n,
-            "origin": origin,
-            "origin_verified": [True] * n,
-            "executed_at": pl.Series(decided, dtype=pl.Datetime("us", "UTC")),
-        }
-    )
-    cases = pl.DataFrame(
-        {
-            "case_id": ids,
-            "execution_id": [f"x{i}" for i in ids],
-            "decision_id": [f"d{i}" for i in ids],
-            "role_id": role.tolist(),
-            "symbol": symbol.tolist(),
-            "scenario": pl.Series(scenario, dtype=pl.String),
-            "decision_text": text,
-            "state": state.tolist(),
-            "pending_reason": [("unsettled" if s == "pending" else None) for s in state.tolist()],
-            "outcome_class": pl.Series(outcome, dtype=pl.String),
-            "lesson": pl.Series(lesson, dtype=pl.String),
-            "batch_id": ["bench"] * n,
-            "decided_at": pl.Series(decided, dtype=pl.Datetime("us", "UTC")),
-            "admitted_at": pl.Series(admitted, dtype=pl.Datetime("us", "UTC")),
-        }
-    )
-    return {"trading_decisions": decisions, "trade_executions": executions, "role_cases": cases}
+    frames = labelled_frames(n, seed)
+    return {t: frames[t] for t in LOADED}
 
 
 def load_cases(engine: sa.Engine, frames: dict[str, pl.DataFrame], chunk: int = 200_000) -> None:
     """Bulk-load the frames in dependency order, then refresh planner statistics."""
-    for table in ("trading_decisions", "trade_executions", "role_cases"):
+    for table in LOADED:
         frame = frames[table]
         for start in range(0, frame.height, chunk):
             with engine.begin() as conn:
@@ -131,17 +65,51 @@ def load_cases(engine: sa.Engine, frames: dict[str, pl.DataFrame], chunk: int = 
             conn.exec_driver_sql("ANALYZE")
 
 
-def _queries(n: int, seed: int) -> list[tuple[str, str, str]]:
-    rng = np.random.default_rng(seed + 17)
-    out = []
-    for _ in range(n):
-        words = " ".join(f"w{int(w)}" for w in rng.integers(0, 300, size=3))
-        out.append((str(rng.choice(ROLES)), str(rng.choice(SYMBOLS)), words))
-    return out
+def _pct(values: Sequence[float], q: float) -> float:
+    return round(float(np.percentile(np.asarray(values), q)), 3) if values else math.nan
 
 
-def _pct(values: list[float], q: float) -> float:
-    return round(float(np.percentile(np.asarray(values), q)), 3)
+def _ndcg(ranked: Sequence[str], relevant: frozenset[str], k: int) -> float:
+    dcg = sum(1.0 / math.log2(i + 2) for i, c in enumerate(ranked[:k]) if c in relevant)
+    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(k, len(relevant))))
+    return dcg / ideal if ideal > 0 else 0.0
+
+
+def measure(
+    query: Callable[[Query], Sequence[str]], queries: Sequence[Query], warmup: int = 10, k: int = K
+) -> dict[str, float]:
+    """Latency (wall and CPU) and relevance of `query` over `queries` (after a warm-up)."""
+    for q in queries[:warmup]:
+        query(q)
+    lat: list[float] = []
+    cpu = 0.0
+    rec: list[float] = []
+    ndcg: list[float] = []
+    for q in queries:
+        c0, t0 = time.process_time(), time.perf_counter()
+        ranked = list(query(q))[:k]
+        lat.append((time.perf_counter() - t0) * 1000.0)
+        cpu += time.process_time() - c0
+        found = sum(1 for c in ranked if c in q.relevant)
+        rec.append(found / min(k, len(q.relevant)) if q.relevant else 0.0)
+        ndcg.append(_ndcg(ranked, q.relevant, k))
+    n = max(len(queries), 1)
+    return {
+        "p50_ms": _pct(lat, 50),
+        "p99_ms": _pct(lat, 99),
+        "cpu_ms_per_query": round(cpu * 1000.0 / n, 3),
+        "recall_at_5": round(float(np.mean(rec)), 4) if rec else math.nan,
+        "ndcg_at_5": round(float(np.mean(ndcg)), 4) if ndcg else math.nan,
+    }
+
+
+def _rss_mb() -> float:
+    with open(f"/proc/{os.getpid()}/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _in_order(*runs: Callable[[], dict[str, float]]) -> list[dict[str, float]]:
+    return [run() for run in runs]
 
 
 def run_bench(
@@ -150,54 +118,112 @@ def run_bench(
     cases: int,
     backend: str,
     queries: int = 300,
-    scan_queries: int = 15,
     seed: int = 0,
+    peer_roles: int = 1,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Build the store, time constrained recall and the scan; return the JSON summary."""
+    """Build the store, measure recall, the floor and the peer; return the JSON summary."""
     with (
         tempfile.TemporaryDirectory(prefix="reflex-bench-recall-") as tmp,
         scratch_engine(settings, backend, Path(tmp)) as engine,
     ):
         t0 = time.perf_counter()
-        frames = case_frames(cases, seed)
+        frames = labelled_frames(cases, seed)
         t1 = time.perf_counter()
         load_cases(engine, frames)
         t2 = time.perf_counter()
         if progress:
             print(f"generated {cases} cases in {t1 - t0:.1f}s, loaded in {t2 - t1:.1f}s")
-        plan = _queries(queries, seed)
-        lat: list[float] = []
-        hits = 0
+        plan = relevance_set(frames["truth"], queries, seed)
         with engine.connect() as conn:
-            for role, symbol, text in plan[:20]:  # warm caches
-                recall(conn, RecallConstraints(role=role, symbol=symbol), text, k=5)
-            for role, symbol, text in plan:
-                s = time.perf_counter()
-                res = recall(conn, RecallConstraints(role=role, symbol=symbol), text, k=5)
-                lat.append((time.perf_counter() - s) * 1000.0)
-                hits += len(res.hits)
-            scan: list[float] = []
-            for role, symbol, text in plan[:scan_queries]:
-                c = RecallConstraints(role=role, symbol=symbol)
-                stmt = scan_query(conn.dialect.name, c, query_terms(text), 50)
-                s = time.perf_counter()
-                conn.execute(stmt).all()
-                scan.append((time.perf_counter() - s) * 1000.0)
-        p50 = _pct(lat, 50)
-        scan50 = _pct(scan, 50)
+            dialect = conn.dialect.name
+
+            def via_recall(q: Query) -> list[str]:
+                c = RecallConstraints(role=q.role, symbol=q.symbol)
+                return list(recall(conn, c, q.text, k=K).case_ids)
+
+            def via_floor(q: Query) -> list[str]:
+                stmt = floor_query(
+                    dialect, RecallConstraints(role=q.role, symbol=q.symbol), q.text, K
+                )
+                return [str(r[0]) for r in conn.execute(stmt)]
+
+            # Alternate halves so neither side always runs on the colder cache.
+            half = len(plan) // 2
+            a = _in_order(
+                lambda: measure(via_recall, plan[:half]), lambda: measure(via_floor, plan[:half])
+            )
+            b = _in_order(
+                lambda: measure(via_floor, plan[half:]), lambda: measure(via_recall, plan[half:])
+            )
+            mine = measure(via_recall, plan)
+            floor = measure(via_floor, plan)
+        roles = ROLES[:peer_roles]
+        rss0 = _rss_mb()
+        c0 = time.process_time()
+        peer = BM25Peer(frames["role_cases"], frames["truth"], roles)
+        build_cpu = time.process_time() - c0
+        rss1 = _rss_mb()
+        peer_plan = [q for q in plan if q.role in roles]
+        peer_stats = measure(lambda q: peer.query(q.role, q.symbol, q.text, K), peer_plan)
+        raw_stats = measure(
+            lambda q: peer.query(q.role, q.symbol, q.text, K, post_filtered=False), peer_plan
+        )
+        wrong = refused = total = 0
+        for q in peer_plan:
+            got = peer.query(q.role, q.symbol, q.text, K, post_filtered=False)
+            w, r = peer.violations(q.role, q.symbol, got)
+            wrong, refused, total = wrong + w, refused + r, total + len(got)
+        mine_on_peer = measure(via_recall_for(engine), peer_plan)
+        halves = {
+            "recall_p99_ms_halves": [a[0]["p99_ms"], b[1]["p99_ms"]],
+            "floor_p99_ms_halves": [a[1]["p99_ms"], b[0]["p99_ms"]],
+        }
         return {
             "cases": cases,
             "backend": backend,
-            "queries": queries,
-            "k": 5,
+            "queries": len(plan),
+            "k": K,
+            "seed": seed,
             "constraint": "role + symbol (+ reflected, learnable, manual, not quarantined)",
-            "p50_ms": p50,
-            "p95_ms": _pct(lat, 95),
-            "p99_ms": _pct(lat, 99),
-            "mean_hits": round(hits / len(plan), 2),
-            "scan_queries": len(scan),
-            "scan_p50_ms": scan50,
-            "speedup": round(scan50 / p50, 1) if p50 > 0 else None,
+            "mean_relevant": round(float(np.mean([len(q.relevant) for q in plan])), 2),
+            "p50_ms": mine["p50_ms"],
+            "p99_ms": mine["p99_ms"],
+            "cpu_ms_per_query": mine["cpu_ms_per_query"],
+            "recall_at_5": mine["recall_at_5"],
+            "ndcg_at_5": mine["ndcg_at_5"],
+            "floor_p50_ms": floor["p50_ms"],
+            "floor_p99_ms": floor["p99_ms"],
+            "floor_cpu_ms_per_query": floor["cpu_ms_per_query"],
+            "floor_recall_at_5": floor["recall_at_5"],
+            "floor_ndcg_at_5": floor["ndcg_at_5"],
+            "ratio_p99_floor": round(mine["p99_ms"] / floor["p99_ms"], 2)
+            if floor["p99_ms"] > 0
+            else None,
+            **halves,
+            "peer_roles": len(roles),
+            "peer_queries": len(peer_plan),
+            "peer_p50_ms": peer_stats["p50_ms"],
+            "peer_p99_ms": peer_stats["p99_ms"],
+            "peer_cpu_ms_per_query": peer_stats["cpu_ms_per_query"],
+            "peer_recall_at_5": peer_stats["recall_at_5"],
+            "peer_ndcg_at_5": peer_stats["ndcg_at_5"],
+            "peer_raw_ndcg_at_5": raw_stats["ndcg_at_5"],
+            "peer_raw_wrong_symbol_share": round(wrong / total, 3) if total else None,
+            "peer_raw_refused_share": round(refused / total, 3) if total else None,
+            "peer_build_cpu_s": round(build_cpu, 1),
+            "peer_index_rss_mb": round(rss1 - rss0, 1),
+            "recall_ndcg_at_5_on_peer_queries": mine_on_peer["ndcg_at_5"],
             "build_s": round(t2 - t0, 1),
         }
+
+
+def via_recall_for(engine: sa.Engine) -> Callable[[Query], list[str]]:
+    """Recall over a fresh connection of `engine` (for the peer's query subset)."""
+
+    def run(q: Query) -> list[str]:
+        with engine.connect() as conn:
+            c = RecallConstraints(role=q.role, symbol=q.symbol)
+            return list(recall(conn, c, q.text, k=K).case_ids)
+
+    return run

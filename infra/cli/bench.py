@@ -38,12 +38,16 @@ def bench_recall_cmd(
     cases: Annotated[int, typer.Option(help="Role cases in the generated store.")] = 100_000,
     backend: Annotated[str, typer.Option(help="sqlite or postgres.")] = "sqlite",
     queries: Annotated[int, typer.Option(help="Timed recalls.")] = 300,
+    seed: Annotated[int, typer.Option(help="Corpus and query seed (direct only).")] = 0,
+    peer_roles: Annotated[
+        int, typer.Option(help="Roles indexed by the BM25 peer (direct only).")
+    ] = 1,
     via: Annotated[
         str, typer.Option(help="direct (in process, against a scan) or api (over HTTP).")
     ] = "direct",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Constrained recall latency over N role cases: in process against a scan, or over HTTP."""
+    """Constrained recall over N role cases against a B-tree floor and a BM25 peer, or HTTP."""
     check_backend(backend)
     if via not in ("direct", "api"):
         err.print("--via must be direct or api")
@@ -61,7 +65,13 @@ def bench_recall_cmd(
     from infra.bench_recall import run_bench
 
     result = run_bench(
-        Settings(), cases=cases, backend=backend, queries=queries, progress=not as_json
+        Settings(),
+        cases=cases,
+        backend=backend,
+        queries=queries,
+        seed=seed,
+        peer_roles=peer_roles,
+        progress=not as_json,
     )
     emit(result, as_json)
 

@@ -34,7 +34,12 @@ from reflexmem.memory.entries import TIER_BOOST, EntryState, MemoryEntry, Tier
 from reflexmem.memory.ranking import TokenOverlapMatcher, rank_scores
 from reflexmem.recall.constraints import RecallConstraints, _aware, violations
 from reflexmem.recall.embeddings import Embedder, make_vector_index
-from reflexmem.recall.fts import candidate_query, sqlite_text_scores
+from reflexmem.recall.fts import (
+    SQLITE_MATCH_CAP,
+    candidate_query,
+    slice_query,
+    sqlite_text_scores,
+)
 from reflexmem.recall.query import query_terms
 from reflexmem.recall.taint import tainted_entries
 
@@ -138,6 +143,8 @@ def _memory_entries(
         )
         stmt = stmt.where(live_then, t.c.created_at <= c.as_of)
     entries = [entry_from_row(r) for r in conn.execute(stmt).mappings()]
+    if not entries:  # nothing to check for taint (its recursive query is not free)
+        return [], 0
     wanted = set()
     if c.symbol is not None:
         wanted.add(f"symbol:{c.symbol}")
@@ -177,6 +184,24 @@ def _distinct_texts(
     return out
 
 
+def _sqlite_small_slice(
+    conn: sa.Connection, c: RecallConstraints, terms: Sequence[str]
+) -> list[Any] | None:
+    """SQLite with terms: the slice's cases sharing a term, if the slice is small.
+
+    The B-tree slice is read whole when it holds at most `SQLITE_MATCH_CAP` cases; its
+    rows without any query term are dropped, leaving what the FTS5 MATCH would return
+    (the IDF of `sqlite_text_scores` is over those). None: use the FTS5 index.
+    """
+    if conn.dialect.name != "sqlite" or not terms:
+        return None
+    rows = list(conn.execute(slice_query(c, SQLITE_MATCH_CAP + 1)).mappings())
+    if len(rows) > SQLITE_MATCH_CAP:
+        return None
+    scores = sqlite_text_scores(rows, terms)
+    return [r for r, s in zip(rows, scores, strict=True) if s > 0]
+
+
 def recall(
     conn: sa.Connection,
     constraints: RecallConstraints,
@@ -204,11 +229,13 @@ def recall(
     size = pool if pool is not None else max(50, 5 * k)
     rows: dict[str, Any] = {}
     want_cases = Tier.EPISODIC in tiers and k > 0
-    fetched = (
-        list(conn.execute(candidate_query(dialect, constraints, terms, size)).mappings())
-        if want_cases
-        else []
-    )
+    fetched = _sqlite_small_slice(conn, constraints, terms) if want_cases else None
+    if fetched is None:
+        fetched = (
+            list(conn.execute(candidate_query(dialect, constraints, terms, size)).mappings())
+            if want_cases
+            else []
+        )
     if dialect == "sqlite" and terms:
         scores = sqlite_text_scores(fetched, terms)
         best = sorted(range(len(fetched)), key=lambda i: -scores[i])[:size]

@@ -66,21 +66,11 @@ cr = cast(sa.Table, CaseReflection.__table__)
 qt = cast(sa.Table, Quarantine.__table__)
 
 
-def case_filters(c: RecallConstraints, *, indexed: bool = True) -> list[sa.ColumnElement[bool]]:
-    """Every eligibility rule as a predicate over role_cases, executions, reflections.
-
-    ``indexed=False`` writes the column tests as ``role_id || '' = :role`` etc., which no
-    index can serve: the benchmark's scan baseline (same rules, no recall index).
-    """
-
-    def col(column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
-        if indexed:
-            return column
-        return sa.type_coerce(column, sa.String).concat(sa.literal("", type_=sa.String))
-
+def case_filters(c: RecallConstraints) -> list[sa.ColumnElement[bool]]:
+    """Every eligibility rule as a predicate over role_cases, executions, reflections."""
     preds: list[sa.ColumnElement[bool]] = [
-        col(rc.c.role_id) == c.role,
-        col(rc.c.state) == CaseState.REFLECTED.value,
+        rc.c.role_id == c.role,
+        rc.c.state == CaseState.REFLECTED.value,
         rc.c.outcome_class.in_(LEARNABLE_CLASSES),
         rc.c.lesson.is_not(None),
         sa.func.length(sa.func.trim(rc.c.lesson)) > 0,
@@ -95,9 +85,9 @@ def case_filters(c: RecallConstraints, *, indexed: bool = True) -> list[sa.Colum
         ),
     ]
     if c.symbol is not None:
-        preds.append(col(rc.c.symbol) == c.symbol)
+        preds.append(rc.c.symbol == c.symbol)
     if c.scenario is not None:
-        preds.append(col(rc.c.scenario) == c.scenario)
+        preds.append(rc.c.scenario == c.scenario)
     if c.as_of is not None:
         preds += [
             rc.c.decided_at <= c.as_of,

@@ -1,4 +1,4 @@
-"""Full-text candidate queries per backend, and the unindexed scan they are compared to.
+"""Full-text candidate queries per backend.
 
 SQLite: the contentless FTS5 table `role_cases_fts` (migration 0002). Its `facets`
 column holds one token per (role, state[, symbol][, scenario]) combination, so the
@@ -100,39 +100,15 @@ def candidate_query(
     return stmt.order_by(*order, rc.c.decided_at.desc(), rc.c.case_id).limit(limit)
 
 
-def scan_query(
-    dialect: str, c: RecallConstraints, terms: Sequence[str], limit: int
-) -> sa.Select[Any]:
-    """The same recall answered without the recall indexes: a scan of role_cases.
+def slice_query(c: RecallConstraints, limit: int) -> sa.Select[Any]:
+    """The constrained slice on the B-tree indexes alone, newest first (no text index).
 
-    Used by the benchmark as the baseline. The text score is the number of query terms
-    found as substrings (SQLite) or the same ts_rank_cd computed on every row (PG).
+    SQLite recall reads the slice this way when it holds at most `SQLITE_MATCH_CAP`
+    cases (a role and symbol slice, typically): walking the FTS5 posting lists of the
+    query terms costs more than reading the whole small slice (docs/recall.md).
     """
-    filters = case_filters(c, indexed=False)
-    if dialect == "sqlite":
-        blob = sa.func.lower(
-            rc.c.decision_text + " " + sa.func.coalesce(rc.c.lesson, "") + " " + rc.c.symbol
-        )
-        hits = [sa.case((sa.func.instr(blob, t) > 0, 1), else_=0) for t in terms]
-        if hits:
-            score: sa.ColumnElement[Any] = sum(hits[1:], hits[0])
-            stmt = _base_select([score.label("text_score")], rc).where(*filters, score > 0)
-        else:
-            stmt = _base_select([sa.literal(None).label("text_score")], rc).where(*filters)
-    elif terms:
-        tsq = sa.func.to_tsquery(
-            sa.literal_column(f"'{PG_CONFIG}'::regconfig"),
-            sa.bindparam("tsq", tsquery_terms(tuple(terms))),
-        )
-        # A tsvector concatenation defeats the GIN index, `role_id || ''` the B-trees.
-        search: sa.ColumnElement[Any] = sa.literal_column("(role_cases.search || ''::tsvector)")
-        stmt = _base_select([sa.func.ts_rank_cd(search, tsq).label("text_score")], rc).where(
-            search.op("@@")(tsq), *filters
-        )
-    else:
-        stmt = _base_select([sa.literal(None).label("text_score")], rc).where(*filters)
-    order: list[Any] = [sa.literal_column("text_score").desc()] if terms else []
-    return stmt.order_by(*order, rc.c.decided_at.desc(), rc.c.case_id).limit(limit)
+    stmt = _base_select([sa.literal(None).label("text_score")], rc).where(*case_filters(c))
+    return stmt.order_by(rc.c.decided_at.desc(), rc.c.case_id).limit(limit)
 
 
 def rebuild_sqlite_fts(conn: sa.Connection) -> int:
