@@ -101,19 +101,30 @@ def peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 class TimingRunner(DirectRunner):
-    """A direct runner that adds up wall seconds per operation."""
+    """A direct runner that adds up wall and process CPU seconds per operation.
+
+    On a shared machine the wall seconds carry other processes' load; the CPU seconds
+    (user + system of this process) are what a stage itself costs.
+    """
 
     def __init__(self, resources: Resources) -> None:
         super().__init__(resources)
         self.seconds: dict[str, float] = {}
+        self.cpu_seconds: dict[str, float] = {}
 
     def _timed(self, name: str, call: Callable[[], R]) -> R:
-        start = time.perf_counter()
+        cpu, start = _cpu_s(), time.perf_counter()
         try:
             return call()
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+            self.cpu_seconds[name] = self.cpu_seconds.get(name, 0.0) + _cpu_s() - cpu
 
     def run(self, op: Callable[..., R], /, **params: Any) -> R:
         """Run and time one stage."""
