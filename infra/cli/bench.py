@@ -178,12 +178,15 @@ def bench_ael_cmd(
 @bench_app.command("reflection")
 def bench_reflection_cmd(
     cases: Annotated[int, typer.Option(help="Role cases in the batch.")] = 100_000,
+    repeats: Annotated[
+        int, typer.Option(help="Timed rounds after a warm-up of both; the order alternates.")
+    ] = 2,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON only.")] = False,
 ) -> None:
     """Evaluation + reflection directly vs through the Prefect flows, same batch."""
     from infra.bench_reflection import run_bench
 
-    result = run_bench(cases)
+    result = run_bench(cases, repeats=repeats)
     if as_json:
         sys.stdout.write(json.dumps(result) + "\n")
     else:

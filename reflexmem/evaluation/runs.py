@@ -25,7 +25,8 @@ import sqlalchemy as sa
 
 from reflexmem.evaluation.components import compute_components, long_components
 from reflexmem.evaluation.profiles import COMPONENTS, BenchmarkProfile
-from reflexmem.ledger.bulk import bulk_insert, read_frame
+from reflexmem.ledger.bulk import bulk_insert
+from reflexmem.ledger.bulk_read import read_frame
 from reflexmem.maturation.providers import PriceProvider
 from reflexmem.maturation.sqlio import UTC_US, drop_stage, parse_utc, stage
 

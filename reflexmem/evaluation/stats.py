@@ -10,7 +10,7 @@ from __future__ import annotations
 import polars as pl
 import sqlalchemy as sa
 
-from reflexmem.ledger.bulk import read_frame
+from reflexmem.ledger.bulk_read import read_frame
 
 STATS_SQL = """
 SELECT o.role_id, o.metric, COUNT(*) AS n, AVG(o.value) AS mean,

@@ -35,7 +35,7 @@ from reflexmem.admission.settlement import (
     settlement_columns,
     typed_positions,
 )
-from reflexmem.ledger.bulk import read_frame
+from reflexmem.ledger.bulk_read import read_frame
 from reflexmem.ledger.enums import CaseState, PendingReason
 from reflexmem.maturation.prices import Unsettled, unsettled_reasons
 from reflexmem.maturation.providers import PriceProvider

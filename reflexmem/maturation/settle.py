@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 import sqlalchemy as sa
 
-from reflexmem.ledger.bulk import read_frame
+from reflexmem.ledger.bulk_read import read_frame
 from reflexmem.maturation.prices import (
     PriceSource,
     last_at_or_before,

@@ -17,14 +17,13 @@ import numpy as np
 
 from reflexmem.memory.entries import EntryState, Freezable, MemoryEntry, Tier
 from reflexmem.memory.ranking import standing
+from reflexmem.memory.standing import TierStanding
 
 DEFAULT_CAP = 500
 """Entries kept per (namespace, tier); beyond it the lowest-ranked entry is evicted."""
 
 QUALITY_FLOOR = 0.3
 """Writes below this quality are refused: weak lessons would crowd out good ones."""
-
-_DEAD = frozenset({EntryState.SUPERSEDED, EntryState.RETIRED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +114,7 @@ class InMemoryStore(Freezable):
         self._clock: dict[str, int] = {}
         self._views: dict[tuple[str, Tier], tuple[MemoryEntry, ...]] = {}
         self._queries: dict[str, dict[Hashable, tuple[MemoryEntry, ...]]] = {}
+        self._standing: dict[tuple[str, Tier], TierStanding] = {}
 
     @property
     def cap(self) -> int:
@@ -141,9 +141,12 @@ class InMemoryStore(Freezable):
         bucket = self._tiers.setdefault(key, {})
         clock = max(self._clock.get(entry.namespace, 0), entry.created_episode)
         evicted: tuple[str, ...] = ()
+        table: TierStanding | None = None
         if len(bucket) >= self._cap:
-            dead = [e for e in bucket.values() if e.state in _DEAD]
-            victim = self._lowest(dead or [*bucket.values(), entry], clock)
+            # The full tier's columns are kept in step with its writes (see standing.py).
+            table = self._standing.get(key) or TierStanding(list(bucket.values()))
+            self._standing[key] = table
+            victim = table.victim(entry, clock)
             if victim.id == entry.id:
                 return WriteResult(
                     entry.id,
@@ -153,11 +156,14 @@ class InMemoryStore(Freezable):
                 )
             del bucket[victim.id]
             del self._where[victim.id]
+            table.replace(victim, entry)
             evicted = (victim.id,)
         bucket[entry.id] = entry
         self._where[entry.id] = key
         self._clock[entry.namespace] = clock
         self._invalidate(key)
+        if table is not None:
+            self._standing[key] = table
         return WriteResult(entry.id, stored=True, evicted=evicted)
 
     @staticmethod
@@ -174,6 +180,7 @@ class InMemoryStore(Freezable):
 
     def _invalidate(self, key: tuple[str, Tier]) -> None:
         self._views.pop(key, None)
+        self._standing.pop(key, None)
         self._queries.pop(key[0], None)
 
     def _view(self, key: tuple[str, Tier]) -> tuple[MemoryEntry, ...]:

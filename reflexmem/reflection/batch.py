@@ -36,7 +36,8 @@ import polars as pl
 import sqlalchemy as sa
 
 from reflexmem.executor import ToolExecutor, order_tools
-from reflexmem.ledger.bulk import bulk_insert, read_frame
+from reflexmem.ledger.bulk import bulk_insert
+from reflexmem.ledger.bulk_read import read_frame
 from reflexmem.ledger.enums import Direction
 from reflexmem.maturation.sqlio import UTC_US, parse_utc
 from reflexmem.reflection.apply import apply_results
