@@ -29,7 +29,10 @@ def _reference_run(ops: list[tuple[str, object]], cap: int) -> list[object]:
     out: list[object] = []
     for kind, value in ops:
         if kind == "state":
-            eid, state = value  # type: ignore[misc]
+            assert isinstance(value, tuple)
+            eid, state = value
+            assert isinstance(eid, str)
+            assert isinstance(state, EntryState)
             if eid in bucket:
                 bucket[eid] = bucket[eid].with_state(state)
             continue
@@ -80,12 +83,17 @@ _OPS = st.lists(
 
 @settings(max_examples=150, deadline=None)
 @given(_OPS, st.integers(1, 6))
-def test_full_tier_writes_match_the_per_write_rebuild(ops: list[tuple[str, object]], cap: int):
+def test_full_tier_writes_match_the_per_write_rebuild(
+    ops: list[tuple[str, object]], cap: int
+) -> None:
     store = InMemoryStore(cap=cap)
     got: list[object] = []
     for kind, value in ops:
         if kind == "state":
-            eid, state = value  # type: ignore[misc]
+            assert isinstance(value, tuple)
+            eid, state = value
+            assert isinstance(eid, str)
+            assert isinstance(state, EntryState)
             if store.get(eid) is not None:
                 store.set_state(eid, state)
             continue
