@@ -18,6 +18,7 @@ from infra.cli import (  # noqa: F401  (register commands)
     memory,
     review,
     skills,
+    stack,
     structures,
 )
 from infra.cli.common import app
