@@ -150,26 +150,36 @@ def pool_deployment(
     )
 
 
-def deploy_to_pool(settings: Settings, pool: str, names: list[str] | None = None) -> dict[str, str]:
+def deploy_to_pool(
+    settings: Settings,
+    pool: str,
+    names: list[str] | None = None,
+    interval_s: float | None = None,
+) -> dict[str, str]:
     """Create (or update) the deployments on the server at `PREFECT_API_URL` for `pool`.
 
     Returns deployment name -> ID. Also makes sure each role tag has its limit of one.
+    Prefect's progress table goes to stderr, so a command's stdout stays one JSON object.
     """
+    import contextlib
+    import sys
+
     import anyio
     from prefect.deployments.runner import deploy
 
     from reflexmem.registry import load_registry
 
     chosen = [s for s in specs() if names is None or s.name in names]
-    deps = [pool_deployment(s, settings) for s in chosen]
-    ids: list[Any] = deploy(  # type: ignore[assignment]
-        *deps,
-        work_pool_name=pool,
-        build=False,
-        push=False,
-        print_next_steps_message=False,
-        ignore_warnings=True,
-    )
+    deps = [pool_deployment(s, settings, interval_s=interval_s) for s in chosen]
+    with contextlib.redirect_stdout(sys.stderr):
+        ids: list[Any] = deploy(  # type: ignore[assignment]
+            *deps,
+            work_pool_name=pool,
+            build=False,
+            push=False,
+            print_next_steps_message=False,
+            ignore_warnings=True,
+        )
     anyio.run(ensure_role_limits, list(load_registry().ids))
     return {s.name: str(i) for s, i in zip(chosen, ids, strict=True)}
 

@@ -110,9 +110,21 @@ def mlflow_store_uri(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
+CLIENT_VARIABLES = frozenset(
+    {
+        "PREFECT_API_URL",
+        "PREFECT_API_KEY",
+        "PREFECT_HOME",
+        "PREFECT_PROFILE",
+        "PREFECT_PROFILES_PATH",
+    }
+)
+"""Variables of the calling shell that would point the stack's processes elsewhere."""
+
+
 def prefect_env(prefect_home: Path, api_url: str | None = None) -> dict[str, str]:
     """The environment of the stack's Prefect processes: own home, analytics off."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env = {k: v for k, v in os.environ.items() if k not in CLIENT_VARIABLES}
     env.update(
         {
             "PREFECT_HOME": str(prefect_home),
@@ -296,13 +308,20 @@ def _worker_online(api: str, pool: str, name: str) -> bool:
 
 
 def deploy_stack(
-    settings: Settings, state: dict[str, Any], names: list[str] | None = None
+    settings: Settings,
+    state: dict[str, Any],
+    names: list[str] | None = None,
+    interval_s: float | None = None,
 ) -> dict[str, str]:
-    """Deploy the flows to the stack's pool, with the stack's ledger and MLflow bound."""
+    """Deploy the flows to the stack's pool, with the stack's ledger and MLflow bound.
+
+    `interval_s` replaces the cron schedules (the topology test runs every few seconds).
+    """
     from infra.deployments import deploy_to_pool
 
+    pool = state["workers"][0]["pool"]
     with _api(state["prefect"]["api_url"]):
-        return deploy_to_pool(stack_settings(settings, state), state["workers"][0]["pool"], names)
+        return deploy_to_pool(stack_settings(settings, state), pool, names, interval_s)
 
 
 def _processes(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
