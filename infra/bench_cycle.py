@@ -143,7 +143,7 @@ def _flow_dask(settings: Settings, drop: Path, workers: int) -> dict[str, Any]:
 
     from distributed import Client, LocalCluster
 
-    with LocalCluster(
+    with LocalCluster(  # type: ignore[no-untyped-call]
         n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
     ) as cluster:
         os.environ["REFLEX_DASK_ADDRESS"] = cluster.scheduler_address
@@ -151,7 +151,7 @@ def _flow_dask(settings: Settings, drop: Path, workers: int) -> dict[str, Any]:
 
         url, uri = settings.resolved_database_url, settings.resolved_tracking_uri
         task_settings = flow_settings(url, uri, str(settings.home))
-        with Client(cluster) as client:
+        with Client(cluster) as client:  # type: ignore[no-untyped-call]
             pids = client.run(_warm_worker, task_settings)
         result = _flow(settings, drop)
         result["dask_worker_pids"] = sorted(pids.values())
@@ -226,7 +226,7 @@ def run_dask(
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     best = {k: min(r, key=lambda x: float(x["seconds"])) for k, r in runs.items()}
-    per = {
+    per: dict[str, dict[str, Any]] = {
         str(k): {
             "flow_s": round(float(b["seconds"]), 3),
             "decisions_per_s": round(decisions / float(b["seconds"]), 1),
