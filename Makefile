@@ -3,7 +3,7 @@
 UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 RUN := $(UV) run --frozen
 
-.PHONY: bootstrap sync demo test lint typecheck pytest clean
+.PHONY: bootstrap sync demo test lint typecheck pytest clean stack stack-down
 
 bootstrap:
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -17,6 +17,16 @@ demo: sync
 	rm -f "$${REFLEX_HOME:-.reflex}"/ledger.sqlite "$${REFLEX_HOME:-.reflex}"/ledger.sqlite-wal "$${REFLEX_HOME:-.reflex}"/ledger.sqlite-shm
 	$(RUN) reflexmem db upgrade
 	$(RUN) reflexmem demo
+
+# The production topology on this machine (docs/operations.md): Prefect server, MLflow
+# server on PostgreSQL, a process work pool with one worker; the ledger is migrated by
+# `db upgrade` (the one command that migrates), then every flow is deployed to the pool.
+stack: sync
+	$(RUN) reflexmem stack up --no-deploy
+	eval "$$($(RUN) reflexmem stack env)" && $(RUN) reflexmem db upgrade && $(RUN) reflexmem stack deploy
+
+stack-down: sync
+	$(RUN) reflexmem stack down
 
 lint: sync
 	$(RUN) ruff check .

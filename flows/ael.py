@@ -2,8 +2,10 @@
 
 Every (seed) part is independent (nothing is tuned across seeds, and the learning
 agents restart in every fold), so `run_seed.map(seeds)` reproduces exactly the rows of
-one direct `run_benchmark` call; the deterministic rules run once, in the first seed's
-task, and the statistics are computed on the merged result.
+one direct `run_benchmark` call (seeds run on the flow's threads, or on Dask worker
+processes when `REFLEX_TASK_RUNNER=dask` or `REFLEX_DASK_ADDRESS` says so); the
+deterministic rules run once, in the first seed's task, and the statistics are computed
+on the merged result.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import time
 from datetime import date
 from typing import Any
 
-from prefect import flow, unmapped
+from prefect import flow
 
 import reflexmem.ael.learning  # noqa: F401  (registers the learning methods)
 from reflexmem.ael.run import combine_parts, default_methods
+from reflexmem.settings import Settings
 from tasks.ael import run_seed
+from tasks.fanout import fanout
 
 
 @flow(name="ael-benchmark")
@@ -32,15 +36,22 @@ def ael_benchmark(
     started = time.perf_counter()
     seed_list = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
     names = list(methods) if methods is not None else list(default_methods(False))
-    futures = run_seed.map(
-        seed_list,
-        prices_path=unmapped(prices_path),
-        methods=unmapped(names),
-        include_deterministic=[i == 0 for i in range(len(seed_list))],
-        train_end=unmapped(train_end),
-        val_end=unmapped(val_end),
-        folds=unmapped(folds),
-    )
-    parts = [f.result() for f in futures]
+    with fanout(Settings()) as submit:
+        futures = [
+            submit(
+                run_seed,
+                {
+                    "seed": seed,
+                    "prices_path": prices_path,
+                    "methods": names,
+                    "include_deterministic": i == 0,
+                    "train_end": train_end,
+                    "val_end": val_end,
+                    "folds": folds,
+                },
+            )
+            for i, seed in enumerate(seed_list)
+        ]
+        parts = [f.result() for f in futures]
     combined = combine_parts(parts, started=started)
     return combined.to_document()

@@ -26,6 +26,7 @@ from typing import Any
 from prefect import flow
 
 from flows.artifacts import markdown_artifact
+from flows.hooks import FAILURE_HOOKS
 from infra.prefect_markdown import markdown
 from infra.resources import protect
 from reflexmem.operations import memory as memory_ops
@@ -40,13 +41,23 @@ from reflexmem.operations.cycle import (
 from reflexmem.operations.cycle import plain as plain_data
 from reflexmem.operations.maturation import plan
 from reflexmem.settings import Settings
-from tasks.runner import PrefectRunner
+from tasks.runner import PrefectRunner, prefect_runner
 
 DAILY_CRON = "15 0 * * *"
 ADMISSION_CRON = "*/10 * * * *"
 MATURATION_CRON = "0 * * * *"
 REFLECTION_CRON = "30 * * * *"
 DISTILLATION_CRON = "45 * * * *"
+FLOW_RETRIES = 1
+"""A scheduled flow run that fails is run once more (every stage is idempotent by its own
+selection, so a rerun does what the failed one left); the hooks record it if that fails
+too. Tasks retry on their own first (`tasks.stages.RETRIES`)."""
+FLOW_RETRY_DELAY_S = 30
+SCHEDULED: dict[str, Any] = {
+    "retries": FLOW_RETRIES,
+    "retry_delay_seconds": FLOW_RETRY_DELAY_S,
+    **FAILURE_HOOKS,
+}
 
 
 def flow_settings(
@@ -85,7 +96,7 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix.rstrip("."): data}
 
 
-@flow(name="daily_cycle")
+@flow(name="daily_cycle", **SCHEDULED)
 def daily_cycle(
     database_url: str | None = None,
     tracking_uri: str | None = None,
@@ -105,7 +116,8 @@ def daily_cycle(
         roles=tuple(roles) if roles else None,
         drop=Path(drop_dir) if drop_dir else None,
     )
-    report = run_cycle(PrefectRunner(settings), params).as_dict()
+    with prefect_runner(settings) as runner:
+        report = run_cycle(runner, params).as_dict()
     summary = {
         "admitted": report["admission"]["admitted"],
         "settled": report["maturation"]["settle"]["settled"],
@@ -125,7 +137,7 @@ def daily_cycle(
     return report
 
 
-@flow(name="admission")
+@flow(name="admission", **SCHEDULED)
 def admission(
     database_url: str | None = None,
     tracking_uri: str | None = None,
@@ -141,7 +153,7 @@ def admission(
     return report
 
 
-@flow(name="maturation_check")
+@flow(name="maturation_check", **SCHEDULED)
 def maturation_check(
     database_url: str | None = None,
     tracking_uri: str | None = None,
@@ -159,7 +171,7 @@ def maturation_check(
     return report
 
 
-@flow(name="reflection_batch")
+@flow(name="reflection_batch", **SCHEDULED)
 def reflection_batch(
     database_url: str | None = None,
     tracking_uri: str | None = None,
@@ -169,9 +181,9 @@ def reflection_batch(
 ) -> list[dict[str, Any]]:
     """One reflection batch per role, side by side; a role never runs twice at once."""
     settings = flow_settings(database_url, tracking_uri, home)
-    runner = PrefectRunner(settings)
-    chosen = runner.run(plan, roles=roles).roles
-    rows = [r.as_row() for r in run_reflection(runner, chosen, profile)]
+    with prefect_runner(settings) as runner:
+        chosen = runner.run(plan, roles=roles).roles
+        rows = [r.as_row() for r in run_reflection(runner, chosen, profile)]
     counts = {
         f"{r['role']}.{k}": v
         for r in rows
@@ -182,7 +194,7 @@ def reflection_batch(
     return rows
 
 
-@flow(name="distillation")
+@flow(name="distillation", **SCHEDULED)
 def distillation(
     database_url: str | None = None,
     tracking_uri: str | None = None,
@@ -192,9 +204,9 @@ def distillation(
 ) -> dict[str, Any]:
     """Record reflected cases as episodes per role, then distil every due namespace."""
     settings = flow_settings(database_url, tracking_uri, home)
-    runner = PrefectRunner(settings)
-    chosen = runner.run(plan, roles=roles).roles
-    report: dict[str, Any] = plain_data(run_memory(runner, chosen, profile))
+    with prefect_runner(settings) as runner:
+        chosen = runner.run(plan, roles=roles).roles
+        report: dict[str, Any] = plain_data(run_memory(runner, chosen, profile))
     counts = {
         f"{d['namespace']}.{k}": v
         for d in report["distillation"]

@@ -25,7 +25,7 @@ from typing import Any
 from prefect import flow
 
 from flows.artifacts import table_artifact
-from flows.cycle import flow_settings
+from flows.cycle import SCHEDULED, flow_settings
 from reflexmem.operations.cycle import plain, run_audit, run_generation, run_shadow
 from reflexmem.operations.maturation import plan
 from tasks.runner import PrefectRunner
@@ -43,7 +43,7 @@ def _table(key: str, description: str, rows: list[dict[str, Any]]) -> None:
     )
 
 
-@flow(name="candidate_generation")
+@flow(name="candidate_generation", **SCHEDULED)
 def candidate_generation(
     database_url: str | None = None,
     tracking_uri: str | None = None,
@@ -61,7 +61,7 @@ def candidate_generation(
     return report
 
 
-@flow(name="shadow_evaluation")
+@flow(name="shadow_evaluation", **SCHEDULED)
 def shadow_evaluation(
     database_url: str | None = None,
     tracking_uri: str | None = None,
@@ -82,7 +82,7 @@ def shadow_evaluation(
     return report
 
 
-@flow(name="audit")
+@flow(name="audit", **SCHEDULED)
 def audit(
     database_url: str | None = None,
     tracking_uri: str | None = None,

@@ -9,6 +9,11 @@ own imports and its peak RSS is its own:
 * **flow**: the `daily_cycle` flow on the same folder (the Prefect API is started and
   warmed up before the clock starts); `flow_direct_ratio = flow_s / direct_s`.
 
+With `--workers K` (repeatable) the flow path runs again per K with its fan-out
+(reflection per role, recording and distillation per namespace) on a local Dask cluster
+of K worker processes (`run_dask`), reported as decisions per second per K and
+`speedup_2_vs_1`.
+
 Both paths import Great Expectations and open their MLflow store before their clock
 starts. The honest floor beside the figure, `floor_s`, is the least any cycle must do
 with the input: bulk-load the same files into *unindexed* tables of the same columns
@@ -119,9 +124,48 @@ def _flow(settings: Settings, drop: Path) -> dict[str, Any]:
     }
 
 
+def _warm_worker(settings: Settings) -> int:
+    """On a Dask worker: build (and cache) the resources the flow's tasks will ask for."""
+    import os
+
+    from infra.resources import resources_for
+
+    warm_tracker(resources_for(settings))
+    return os.getpid()
+
+
+def _flow_dask(settings: Settings, drop: Path, workers: int) -> dict[str, Any]:
+    """The flow path with fan-out on a local Dask cluster of `workers` processes.
+
+    The cluster is started, and every worker has imported the code and built its
+    resources, before the clock starts (a deployment's Dask workers are long-lived).
+    """
+    import os
+
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(  # type: ignore[no-untyped-call]
+        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        os.environ["REFLEX_DASK_ADDRESS"] = cluster.scheduler_address
+        from flows.cycle import flow_settings
+
+        url, uri = settings.resolved_database_url, settings.resolved_tracking_uri
+        task_settings = flow_settings(url, uri, str(settings.home))
+        with Client(cluster) as client:  # type: ignore[no-untyped-call]
+            pids = client.run(_warm_worker, task_settings)
+        result = _flow(settings, drop)
+        result["dask_worker_pids"] = sorted(pids.values())
+        return result
+
+
 def _child(kind: str, settings: Settings, drop: Path, out: Any) -> None:
     try:
-        out.send(("ok", (_direct if kind == "direct" else _flow)(settings, drop)))
+        if kind.startswith("dask-"):
+            value = _flow_dask(settings, drop, int(kind.removeprefix("dask-")))
+        else:
+            value = (_direct if kind == "direct" else _flow)(settings, drop)
+        out.send(("ok", value))
     except BaseException as exc:  # the parent reports it
         out.send(("error", f"{type(exc).__name__}: {exc}"))
     finally:
@@ -161,6 +205,42 @@ def floor_load(settings: Settings, backend: str, workdir: Path, drop: Path) -> f
         seconds = time.perf_counter() - start
         engine.dispose()
     return seconds
+
+
+def run_dask(
+    settings: Settings, *, decisions: int, backend: str, workers: list[int], repeats: int = 1
+) -> dict[str, Any]:
+    """The flow path with Dask fan-out for each worker count, same input, same run.
+
+    Each (count, repeat) runs on a fresh scratch ledger in its own process; the counts
+    alternate their order across repeats and the fastest run of each is reported.
+    """
+    workdir = Path(tempfile.mkdtemp(prefix="reflex-bench-dask-"))
+    runs: dict[int, list[dict[str, Any]]] = {k: [] for k in workers}
+    try:
+        drop = prepare_drop(workdir / "drop", decisions)
+        for i in range(repeats):
+            for k in workers if i % 2 == 0 else list(reversed(workers)):
+                with scratch_url(settings, backend, workdir) as url:
+                    settings_k = scratch_settings(url, workdir, f"dask{k}-{i}")
+                    runs[k].append(_in_child(f"dask-{k}", settings_k, drop))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    best = {k: min(r, key=lambda x: float(x["seconds"])) for k, r in runs.items()}
+    per: dict[str, dict[str, Any]] = {
+        str(k): {
+            "flow_s": round(float(b["seconds"]), 3),
+            "decisions_per_s": round(decisions / float(b["seconds"]), 1),
+            "flow_cpu_s": round(float(b["cpu_s"]), 3),
+            "dask_workers": len(b["dask_worker_pids"]),
+            "runs_s": [round(float(r["seconds"]), 3) for r in runs[k]],
+        }
+        for k, b in best.items()
+    }
+    out: dict[str, Any] = {"decisions": decisions, "backend": backend, "workers": per}
+    if "1" in per and "2" in per:
+        out["speedup_2_vs_1"] = round(per["1"]["flow_s"] / per["2"]["flow_s"], 3)
+    return out
 
 
 def run_bench(

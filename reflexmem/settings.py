@@ -117,6 +117,17 @@ class Settings(BaseSettings):
     api_port: int = Field(default=8765, ge=0, le=65535)
     prefect_api_url: str | None = Field(default=None, json_schema_extra=SECRET_URL)
     """Prefect API the doctor checks the schedule on (None: no schedule check)."""
+    task_runner: Literal["threads", "dask"] = "threads"
+    """How flows fan out per-role, per-namespace and per-seed tasks: the flow's threads,
+    or Dask (`dask`: a local cluster of `dask_workers` processes unless `dask_address`)."""
+    dask_address: str | None = None
+    """Scheduler address of a running Dask cluster (`tcp://host:8786`); implies Dask."""
+    dask_workers: int = Field(default=2, ge=1)
+    """Worker processes of the local Dask cluster a flow starts when no address is set."""
+    stack_postgres_url: str = Field(
+        default=DEFAULT_BENCH_POSTGRES_URL, json_schema_extra=SECRET_URL
+    )
+    """Maintenance URL `reflexmem stack up` creates its databases with (ledger, MLflow)."""
     llm: LLMSettings = Field(default_factory=LLMSettings)
 
     @field_validator("role_memory_mode", mode="before")
@@ -149,6 +160,11 @@ class Settings(BaseSettings):
     def resolved_drop_dir(self) -> Path:
         """The admission flow's drop folder (absolute)."""
         return (self.drop_dir or self.home / "drop").resolve()
+
+    @property
+    def uses_dask(self) -> bool:
+        """Whether fan-out tasks go to Dask (a scheduler address, or `task_runner=dask`)."""
+        return self.task_runner == "dask" or bool(self.dask_address)
 
     @property
     def backend(self) -> str:

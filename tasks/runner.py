@@ -13,14 +13,20 @@ another they are not: every tagged task run costs a lease round trip to the Pref
 decisions), and what the limit would hold is already held by the ledger's own role lock
 (`reflexmem.reflection.locks.role_lock`), which guards every path, flows or
 not.
+
+Where the side-by-side tasks run (the flow's threads, or Dask worker processes) is
+`tasks.fanout`'s choice from the settings; `prefect_runner(settings)` enters it for the
+life of a flow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from reflexmem.settings import Settings
+from tasks.fanout import Submit, fanout
 from tasks.stages import task_for
 
 R = TypeVar("R")
@@ -29,8 +35,9 @@ R = TypeVar("R")
 class PrefectRunner:
     """Runs operations as Prefect tasks inside the current flow run."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, submit: Submit | None = None) -> None:
         self.settings = settings
+        self.submit = submit
         # SQLite has one writer: side-by-side tasks would only queue on its write lock.
         self.concurrent = settings.backend == "postgresql"
 
@@ -46,11 +53,27 @@ class PrefectRunner:
         task = task_for(op)
         if not self.concurrent:
             return [task(self.settings, **{key: v}, **params) for v in values]
-        futures = [
-            task.with_options(tags=_tags(key, v)).submit(self.settings, **{key: v}, **params)
-            for v in values
-        ]
+        if self.submit is None:
+            futures = [
+                task.with_options(tags=_tags(key, v)).submit(self.settings, **{key: v}, **params)
+                for v in values
+            ]
+        else:
+            futures = [
+                self.submit(
+                    task.with_options(tags=_tags(key, v)),
+                    {"settings": self.settings, key: v, **params},
+                )
+                for v in values
+            ]
         return [f.result() for f in futures]
+
+
+@contextmanager
+def prefect_runner(settings: Settings) -> Iterator[PrefectRunner]:
+    """A runner whose side-by-side tasks go where the settings say (threads or Dask)."""
+    with fanout(settings) as submit:
+        yield PrefectRunner(settings, submit if settings.uses_dask else None)
 
 
 def _tags(key: str, value: Any) -> list[str]:

@@ -21,6 +21,7 @@ from infra.cli import (  # noqa: F401  (register commands)
     migrate,
     review,
     skills,
+    stack,
     structures,
 )
 from infra.cli.common import app

@@ -210,15 +210,27 @@ def bench_cycle_cmd(
     decisions: Annotated[int, typer.Option(help="Decisions in the generated stream.")] = 10_000,
     backend: Annotated[str, typer.Option(help="sqlite or postgres.")] = "sqlite",
     repeats: Annotated[int, typer.Option(help="Runs per path, alternating the order.")] = 1,
+    workers: Annotated[
+        list[int] | None,
+        typer.Option(help="Dask worker counts for the flow's fan-out (repeat: 1 and 2)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """The whole cycle on N decisions: direct, as a flow, and the bare bulk-load floor."""
-    from infra.bench_cycle import run_bench
+    """The whole cycle on N decisions: direct, as a flow, and the bare bulk-load floor.
+
+    With `--workers`, also the flow with its fan-out on a local Dask cluster of K
+    processes for each K, in the same run.
+    """
+    from infra.bench_cycle import run_bench, run_dask
 
     check_backend(backend)
     status = nullcontext() if as_json else console.status(f"cycle on {decisions} decisions")
     with status:
         result = run_bench(Settings(), decisions=decisions, backend=backend, repeats=repeats)
+        if workers:
+            result["dask"] = run_dask(
+                Settings(), decisions=decisions, backend=backend, workers=workers, repeats=repeats
+            )
     emit(result, as_json)
 
 

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0015_legacy"
-down_revision = "0008_fail_closed"
+down_revision = "0014_ops"
 branch_labels = None
 depends_on = None
 
