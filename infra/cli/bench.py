@@ -26,7 +26,7 @@ def bench_admission(
     backend: Annotated[str, typer.Option(help="sqlite or postgres.")] = "sqlite",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Ingest + Great Expectations + admission against a bare bulk load, same run."""
+    """Ingest + Great Expectations + admission against the unindexed floor and the schema load."""
     from infra.bench_admission import run_bench
 
     check_backend(backend)

@@ -29,6 +29,14 @@ from reflexmem.ledger.bulk import read_frame
 from reflexmem.ledger.enums import AUTOMATED_ORIGINS, Origin
 from reflexmem.maturation.sqlio import parse_utc
 
+PREVIEW_USES = (
+    "(CASE WHEN e.preview_id IS NULL THEN NULL ELSE (SELECT COUNT(*) FROM trade_executions x "
+    "WHERE x.preview_id = e.preview_id) END)"
+)
+"""Executions claiming the execution's preview (NULL without one), one index lookup per
+execution (`ix_trade_executions_preview_id`): a whole-ledger GROUP BY here was recomputed
+for every chunk, a cost of O(N) per chunk and O(N^2 / chunk) per batch."""
+
 STAGE_SQL = f"""
 SELECT e.execution_id, e.decision_id, e.preview_id,
        e.account AS e_account, e.market AS e_market, e.symbol AS e_symbol,
@@ -41,20 +49,18 @@ SELECT e.execution_id, e.decision_id, e.preview_id,
        p.account AS p_account, p.market AS p_market, p.symbol AS p_symbol,
        p.direction AS p_direction, p.created_at AS p_created_at,
        p.consumed_at AS p_consumed_at,
-       u.uses AS preview_uses,
+       {PREVIEW_USES} AS preview_uses,
        rc.case_id, rc.state AS case_state, rc.batch_id AS case_batch_id,
        {OWN_POSITION_COLUMNS}
 FROM trade_executions e
 JOIN trading_decisions d ON d.decision_id = e.decision_id
 LEFT JOIN trade_previews p ON p.preview_id = e.preview_id
-LEFT JOIN (SELECT preview_id, COUNT(*) AS uses FROM trade_executions
-           WHERE preview_id IS NOT NULL GROUP BY preview_id) u ON u.preview_id = e.preview_id
 LEFT JOIN role_cases rc ON rc.execution_id = e.execution_id
 {OWN_POSITION_JOINS}
 WHERE NOT EXISTS (SELECT 1 FROM quarantine q
                   WHERE q.subject_kind = 'execution' AND q.subject_id = e.execution_id)
   AND (rc.case_id IS NULL
-       OR u.uses > 1
+       OR {PREVIEW_USES} > 1
        OR {AMBIGUOUS_SQL}
        OR (rc.state = 'pending' AND pos.status = 'settled'))
 """

@@ -6,11 +6,15 @@ same key, and appends only keys not seen before, so re-ingesting a file changes 
 Market bars take their own path (`reflexmem.ingest.bars`): a file that cannot be parsed
 still fails the whole ingest, but a bar that parses and breaks an expectation is
 quarantined while the rest of its file loads.
+
+Ledger files are read, coerced and staged in bounded chunks (`reflexmem.ingest.stream`),
+every file before any check against the ledger, so memory does not grow with a file's
+size and an unreadable file still fails the ingest before anything is compared; a key
+repeated across two chunks is found on the staged rows.
 """
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,10 +25,12 @@ import polars as pl
 import sqlalchemy as sa
 
 from reflexmem.ingest.bars import BarValidator, load_bars
-from reflexmem.ingest.read import ROW, IngestError, LedgerFile, read_ledger_file
+from reflexmem.ingest.conflicts import check_conflicts, table_columns
+from reflexmem.ingest.read import ROW, IngestError, LedgerFile, detect_kind, read_ledger_file
 from reflexmem.ingest.schemas import INGEST_ORDER, SCHEMAS, FileSchema
+from reflexmem.ingest.stream import CHUNK_ROWS, coerced_chunks, file_digest
 from reflexmem.ledger.bulk import bulk_insert, quote_ident
-from reflexmem.ledger.models import Base, IngestedFile
+from reflexmem.ledger.models import IngestedFile
 
 
 @dataclass
@@ -54,21 +60,13 @@ class IngestReport:
         return [k for k in INGEST_ORDER if k in seen]
 
 
-def _table_columns(schema: FileSchema) -> list[str]:
-    cols = [c.name for c in schema.columns]
+def _prepare(path: Path, schema: FileSchema, frame: pl.DataFrame) -> pl.DataFrame:
     if schema.kind == "previews":
-        cols.append("consume_count")
-    return cols
-
-
-def _prepare(file: LedgerFile) -> pl.DataFrame:
-    frame = file.frame
-    if file.schema.kind == "previews":
         half = frame["consumed_at"].is_null() != frame["consumed_by_decision_id"].is_null()
         if half.any():
             row = int(frame.filter(half)[ROW][0])
             raise IngestError(
-                file.path,
+                path,
                 "consumed_at and consumed_by_decision_id must both be set or both be empty",
                 row=row,
                 column="consumed_at",
@@ -76,12 +74,12 @@ def _prepare(file: LedgerFile) -> pl.DataFrame:
         frame = frame.with_columns(
             pl.col("consumed_at").is_not_null().cast(pl.Int64).alias("consume_count")
         )
-    if file.schema.kind == "outcomes":
+    if schema.kind == "outcomes":
         unsettled = (pl.col("status") == "settled") & pl.col("settled_at").is_null()
         bad = frame.select(unsettled).to_series()
         if bad.any():
             raise IngestError(
-                file.path,
+                path,
                 "a settled position needs settled_at",
                 row=int(frame.filter(bad)[ROW][0]),
                 column="settled_at",
@@ -89,12 +87,21 @@ def _prepare(file: LedgerFile) -> pl.DataFrame:
     return frame
 
 
-def _stage(conn: sa.Connection, schema: FileSchema, frame: pl.DataFrame) -> str:
-    stage = f"stage_{schema.kind}"
+@dataclass(frozen=True)
+class StagedFile:
+    """A ledger file read, validated and staged chunk by chunk (`stage` is None if seen)."""
+
+    path: Path
+    schema: FileSchema
+    sha256: str
+    rows: int
+    stage: str | None
+
+
+def _create_stage(conn: sa.Connection, schema: FileSchema, stage: str) -> None:
     q = quote_ident(conn, stage)
     conn.execute(sa.text(f"DROP TABLE IF EXISTS {q}"))
-    cols = _table_columns(schema)
-    select = ", ".join(quote_ident(conn, c) for c in cols)
+    select = ", ".join(quote_ident(conn, c) for c in table_columns(schema))
     conn.execute(
         sa.text(
             f"CREATE TEMPORARY TABLE {q} AS SELECT {select} FROM "
@@ -102,13 +109,54 @@ def _stage(conn: sa.Connection, schema: FileSchema, frame: pl.DataFrame) -> str:
         )
     )
     conn.execute(sa.text(f"ALTER TABLE {q} ADD COLUMN {ROW} INTEGER"))
-    bulk_insert(conn, stage, frame.select([*cols, ROW]))
-    if conn.dialect.name == "postgresql":
-        conn.execute(sa.text(f"ANALYZE {q}"))
-    return stage
 
 
-def _check_references(conn: sa.Connection, file: LedgerFile, stage: str) -> None:
+def _stage_file(
+    conn: sa.Connection,
+    path: Path,
+    schema: FileSchema,
+    stage: str | None,
+    chunk_rows: int,
+) -> int:
+    """Coerce and check every chunk; stage it unless `stage` is None. Returns the row count."""
+    cols = [*table_columns(schema), ROW]
+    if stage is not None:
+        _create_stage(conn, schema, stage)
+    rows = 0
+    for chunk in coerced_chunks(path, schema, chunk_rows=chunk_rows):
+        frame = _prepare(path, schema, chunk)
+        rows += frame.height
+        if stage is not None:
+            bulk_insert(conn, stage, frame.select(cols))
+    if stage is not None and conn.dialect.name == "postgresql":
+        conn.execute(sa.text(f"ANALYZE {quote_ident(conn, stage)}"))
+    return rows
+
+
+def _check_repeated_keys(conn: sa.Connection, file: StagedFile, stage: str) -> None:
+    """A key given twice in one file (within a chunk `coerce` already refused it)."""
+    key = quote_ident(conn, file.schema.single_key)
+    q = quote_ident(conn, stage)
+    hit = conn.execute(
+        sa.text(
+            f"SELECT {key} FROM {q} GROUP BY {key} HAVING COUNT(*) > 1 ORDER BY MIN({ROW}) LIMIT 1"
+        )
+    ).first()
+    if hit is None:
+        return
+    rows = conn.execute(
+        sa.text(f"SELECT {ROW} FROM {q} WHERE {key} = :k ORDER BY {ROW} LIMIT 2"), {"k": hit[0]}
+    ).scalars()
+    first, second = (int(r) for r in rows)
+    raise IngestError(
+        file.path,
+        f"duplicate key {hit[0]!r} (also in row {first})",
+        row=second,
+        column=file.schema.single_key,
+    )
+
+
+def _check_references(conn: sa.Connection, file: StagedFile, stage: str) -> None:
     for col in file.schema.columns:
         if col.references is None:
             continue
@@ -131,7 +179,7 @@ def _check_references(conn: sa.Connection, file: LedgerFile, stage: str) -> None
             )
 
 
-def _check_position_executions(conn: sa.Connection, file: LedgerFile, stage: str) -> None:
+def _check_position_executions(conn: sa.Connection, file: StagedFile, stage: str) -> None:
     """A position that names its execution must name an execution of its own decision."""
     if file.schema.kind != "outcomes":
         return
@@ -151,70 +199,8 @@ def _check_position_executions(conn: sa.Connection, file: LedgerFile, stage: str
         )
 
 
-def _canonical_json(text: str | None) -> str | None:
-    return None if text is None else json.dumps(json.loads(text), sort_keys=True)
-
-
-def _normalise_for_compare(frame: pl.DataFrame, json_cols: list[str]) -> pl.DataFrame:
-    exprs = []
-    for name, dtype in frame.schema.items():
-        if name in json_cols:
-            exprs.append(pl.col(name).map_elements(_canonical_json, return_dtype=pl.String))
-        elif isinstance(dtype, pl.Datetime):
-            exprs.append(pl.col(name).dt.timestamp("us").cast(pl.String))
-        elif dtype in (pl.Float64, pl.Float32):
-            exprs.append(pl.col(name).round(9).cast(pl.String))
-        else:
-            exprs.append(pl.col(name).cast(pl.String))
-    return frame.select(exprs)
-
-
-def _check_conflicts(conn: sa.Connection, file: LedgerFile, stage: str, frame: pl.DataFrame) -> int:
-    """Rows already stored under the same key must be identical; returns how many there were."""
-    schema = file.schema
-    keys = list(schema.key_columns)
-    cols = _table_columns(schema)
-    table = Base.metadata.tables[schema.table]
-    staged = sa.table(stage, *[sa.column(k) for k in keys])
-    json_cols = [c.name for c in schema.columns if c.type == "json"]
-    selected = [sa.cast(table.c[c], sa.Text) if c in json_cols else table.c[c] for c in cols]
-    query = sa.select(*selected).join(staged, sa.and_(*[staged.c[k] == table.c[k] for k in keys]))
-    rows = conn.execute(query).fetchall()
-    if not rows:
-        return 0
-    incoming = frame.select([*cols, ROW])
-    stored = pl.DataFrame(
-        [tuple(r) for r in rows], schema=incoming.drop(ROW).schema, orient="row", strict=False
-    )
-    stored = stored.with_columns(
-        [
-            pl.col(n).dt.replace_time_zone("UTC")
-            for n, t in stored.schema.items()
-            if isinstance(t, pl.Datetime) and t.time_zone is None
-        ]
-    )
-    a = _normalise_for_compare(incoming.drop(ROW), json_cols).with_columns(incoming[ROW])
-    b = _normalise_for_compare(stored, json_cols)
-    joined = a.join(b, on=keys, suffix="__stored")
-    for c in cols:
-        if c in keys:
-            continue
-        differs = joined.filter(pl.col(c).ne_missing(pl.col(f"{c}__stored")))
-        if differs.height:
-            row = differs.sort(ROW).row(0, named=True)
-            key = row[keys[0]] if len(keys) == 1 else tuple(row[k] for k in keys)
-            raise IngestError(
-                file.path,
-                f"key {key!r} is already stored with {c}={row[c + '__stored']!r}, "
-                f"this file says {row[c]!r}",
-                row=int(row[ROW]),
-                column=c,
-            )
-    return len(rows)
-
-
 def _append_new(conn: sa.Connection, schema: FileSchema, stage: str) -> int:
-    cols = ", ".join(quote_ident(conn, c) for c in _table_columns(schema))
+    cols = ", ".join(quote_ident(conn, c) for c in table_columns(schema))
     table = quote_ident(conn, schema.table)
     same = " AND ".join(
         f"t.{k} = s.{k}" for k in (quote_ident(conn, c) for c in schema.key_columns)
@@ -228,6 +214,46 @@ def _append_new(conn: sa.Connection, schema: FileSchema, stage: str) -> int:
     return int(result.rowcount)
 
 
+def _apply_staged(
+    conn: sa.Connection, file: StagedFile, report: IngestReport, chunk_rows: int
+) -> None:
+    """Check the staged rows against themselves and the ledger, append the new keys."""
+    stage = file.stage
+    assert stage is not None
+    kind = file.schema.kind
+    _check_repeated_keys(conn, file, stage)
+    _check_references(conn, file, stage)
+    _check_position_executions(conn, file, stage)
+    report.unchanged_rows[kind] += check_conflicts(
+        conn, file.path, file.schema, stage, chunk_rows=chunk_rows
+    )
+    report.added[kind] += _append_new(conn, file.schema, stage)
+    conn.execute(sa.text(f"DROP TABLE {quote_ident(conn, stage)}"))
+
+
+def load_records(
+    conn: sa.Connection, files: Sequence[LedgerFile], *, chunk_rows: int = CHUNK_ROWS
+) -> IngestReport:
+    """Load rows that came from no file (the agent API's records) on `conn`'s transaction.
+
+    They pass the same staging and set-based checks as a file's rows; they are not
+    entered in `ingested_files`, and re-sending them is answered by the same key-by-key
+    comparison as a re-ingested file (unchanged rows, or a conflict).
+    """
+    if any(f.schema.suite is not None for f in files):
+        raise ValueError("bars are ingested from files, not recorded row by row")
+    report = IngestReport()
+    ordered = sorted(files, key=lambda f: INGEST_ORDER.index(f.schema.kind))
+    for i, file in enumerate(ordered):
+        stage = f"stage_{file.schema.kind}_record_{i}"
+        frame = _prepare(file.path, file.schema, file.frame)
+        _create_stage(conn, file.schema, stage)
+        bulk_insert(conn, stage, frame.select([*table_columns(file.schema), ROW]))
+        staged = StagedFile(file.path, file.schema, file.sha256, frame.height, stage)
+        _apply_staged(conn, staged, report, chunk_rows)
+    return report
+
+
 def ingest_files(
     conn: sa.Connection,
     paths: Sequence[Path],
@@ -235,49 +261,45 @@ def ingest_files(
     kinds: Sequence[str | None] | None = None,
     validate_bars: BarValidator | None = None,
     now: datetime | None = None,
+    chunk_rows: int = CHUNK_ROWS,
 ) -> IngestReport:
     """Validate every file, then load them in dependency order on `conn`'s transaction.
 
     Bars files need `validate_bars` (the CLI passes `expectations.bars.validate_bars`);
     `now` (aware, default the current time) stamps the load and bounds bar timestamps.
+    Ledger files are read and staged `chunk_rows` at a time.
     """
     kinds = kinds or [None] * len(paths)
-    files = [read_ledger_file(p, k) for p, k in zip(paths, kinds, strict=True)]
-    return load_files(conn, files, validate_bars=validate_bars, now=now)
-
-
-def load_files(
-    conn: sa.Connection,
-    files: Sequence[LedgerFile],
-    *,
-    validate_bars: BarValidator | None = None,
-    now: datetime | None = None,
-    record: bool = True,
-) -> IngestReport:
-    """Load validated files in dependency order on `conn`'s transaction.
-
-    `record=False` loads rows that came from no file (the agent API's records): they
-    are not entered in `ingested_files`, and re-sending them is answered by the same
-    key-by-key comparison as a re-ingested file (unchanged rows, or a conflict).
-    """
-    if validate_bars is None and any(f.schema.suite == "bars" for f in files):
-        raise ValueError("bars files are judged by their expectation suite: pass validate_bars")
     now = datetime.now(UTC) if now is None else now
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
     report = IngestReport()
-    seen = set(conn.execute(sa.select(IngestedFile.sha256)).scalars()) if record else set()
-    todo: list[tuple[LedgerFile, pl.DataFrame]] = []
+    seen = set(conn.execute(sa.select(IngestedFile.sha256)).scalars())
+    files: list[LedgerFile | StagedFile] = []
+    for i, (path, kind) in enumerate(zip(paths, kinds, strict=True)):
+        if not path.is_file():
+            raise IngestError(path, "no such file")
+        schema = SCHEMAS[kind or detect_kind(path)]
+        if schema.suite is not None:
+            files.append(read_ledger_file(path, kind))
+            continue
+        sha = file_digest(path)
+        stage = None if sha in seen else f"stage_{schema.kind}_{i}"
+        rows = _stage_file(conn, path, schema, stage, chunk_rows)
+        files.append(StagedFile(path, schema, sha, rows, stage))
+    if validate_bars is None and any(f.schema.suite == "bars" for f in files):
+        raise ValueError("bars files are judged by their expectation suite: pass validate_bars")
+    todo: list[LedgerFile | StagedFile] = []
     for f in files:
-        if record and f.sha256 in seen:
+        if f.sha256 in seen:
             report.skipped_files.append(f.path)
         else:
-            todo.append((f, _prepare(f)))
+            todo.append(f)
             seen.add(f.sha256)
-    todo.sort(key=lambda item: INGEST_ORDER.index(item[0].schema.kind))
-    for file, frame in todo:
+    todo.sort(key=lambda f: INGEST_ORDER.index(f.schema.kind))
+    for file in todo:
         kind = file.schema.kind
-        if file.schema.suite == "bars":
+        if isinstance(file, LedgerFile):
             assert validate_bars is not None
             bars = load_bars(conn, file, validate_bars, now=now)
             report.added[kind] += bars.added
@@ -285,21 +307,17 @@ def load_files(
             report.quarantined[kind] += bars.quarantined
             for reason, n in bars.by_reason.items():
                 report.quarantine_reasons[reason] += n
-            if record:
-                _record(conn, file, frame.height, now)
+            _record(conn, file, file.frame.height, now)
             continue
-        stage = _stage(conn, file.schema, frame)
-        _check_references(conn, file, stage)
-        _check_position_executions(conn, file, stage)
-        report.unchanged_rows[file.schema.kind] += _check_conflicts(conn, file, stage, frame)
-        report.added[file.schema.kind] += _append_new(conn, file.schema, stage)
-        conn.execute(sa.text(f"DROP TABLE {quote_ident(conn, stage)}"))
-        if record:
-            _record(conn, file, frame.height, now)
+        _apply_staged(conn, file, report, chunk_rows)
+        _record(conn, file, file.rows, now)
+    for file in files:
+        if isinstance(file, StagedFile) and file.stage is not None and file not in todo:
+            conn.execute(sa.text(f"DROP TABLE IF EXISTS {quote_ident(conn, file.stage)}"))
     return report
 
 
-def _record(conn: sa.Connection, file: LedgerFile, rows: int, now: datetime) -> None:
+def _record(conn: sa.Connection, file: LedgerFile | StagedFile, rows: int, now: datetime) -> None:
     conn.execute(
         sa.insert(IngestedFile).values(
             sha256=file.sha256,

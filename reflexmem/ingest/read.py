@@ -65,7 +65,8 @@ def detect_kind(path: Path) -> str:
     )
 
 
-def _read_raw(path: Path) -> pl.DataFrame:
+def read_raw(path: Path) -> pl.DataFrame:
+    """The whole file as polars reads it (CSV all text), or an `IngestError`."""
     fmt = SUFFIXES.get(path.suffix.lower())
     if fmt is None:
         raise IngestError(path, f"unsupported format {path.suffix!r} (use .csv, .parquet, .jsonl)")
@@ -76,13 +77,13 @@ def _read_raw(path: Path) -> pl.DataFrame:
             return pl.read_parquet(path)
         return pl.read_ndjson(path, infer_schema_length=None)
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
-        line = _first_broken_line(path) if fmt == "jsonl" else None
+        line = first_broken_line(path) if fmt == "jsonl" else None
         if line is not None:
             raise IngestError(path, f"line {line} is not a JSON object: {exc}", row=line) from exc
         raise IngestError(path, f"cannot be read as {fmt}: {exc}") from exc
 
 
-def _first_broken_line(path: Path) -> int | None:
+def first_broken_line(path: Path) -> int | None:
     """The 1-based number of the first non-blank line that is not a JSON object."""
     try:
         lines = pl.Series(path.read_text(encoding="utf-8").split("\n"))
@@ -230,8 +231,13 @@ def _check_value(
         _fail(raw, low.fill_null(False), col, path, f"must be {bound} {col.minimum:g}")
 
 
-def coerce(raw: pl.DataFrame, schema: FileSchema, path: Path) -> pl.DataFrame:
-    """Typed rows of `raw` under `schema`, or an `IngestError` for the first problem."""
+def coerce(
+    raw: pl.DataFrame, schema: FileSchema, path: Path, *, first_row: int = 1
+) -> pl.DataFrame:
+    """Typed rows of `raw` under `schema`, or an `IngestError` for the first problem.
+
+    `first_row` is the file row number of `raw`'s first row (a chunk of a streamed file).
+    """
     names = {c.name for c in schema.columns}
     missing = [c.name for c in schema.columns if c.required and c.name not in raw.columns]
     if missing:
@@ -243,7 +249,7 @@ def coerce(raw: pl.DataFrame, schema: FileSchema, path: Path) -> pl.DataFrame:
             f"unknown column(s) {', '.join(map(repr, unknown))}; "
             f"a {schema.kind} file has {', '.join(c.name for c in schema.columns)}",
         )
-    raw = raw.with_row_index(ROW, offset=1).with_columns(pl.col(ROW).cast(pl.Int64))
+    raw = raw.with_row_index(ROW, offset=first_row).with_columns(pl.col(ROW).cast(pl.Int64))
     if raw.height == 0:
         raise IngestError(path, "has no rows")
     parsed = raw.select(
@@ -326,5 +332,5 @@ def read_ledger_file(path: Path, kind: str | None = None) -> LedgerFile:
         raise IngestError(path, "no such file")
     schema = SCHEMAS[kind or detect_kind(path)]
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    frame = coerce(_read_raw(path), schema, path)
+    frame = coerce(read_raw(path), schema, path)
     return LedgerFile(path=path, schema=schema, sha256=digest, frame=frame)

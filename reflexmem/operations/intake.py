@@ -13,7 +13,7 @@ from pathlib import Path
 
 from reflexmem.admission.admit import AdmissionResult
 from reflexmem.admission.admit import admit as admit_batch
-from reflexmem.ingest.load import IngestReport, ingest_files, load_files
+from reflexmem.ingest.load import IngestReport, ingest_files, load_records
 from reflexmem.ingest.read import ROW, SUFFIXES, IngestError, detect_kind
 from reflexmem.ingest.rows import RECORD_KINDS, rows_file
 from reflexmem.ingest.schemas import INGEST_ORDER
@@ -65,7 +65,7 @@ def record(res: Resources, kind: str, rows: Sequence[Mapping[str, object]]) -> I
                     column=name,
                 )
     with res.engine.begin() as conn:
-        return load_files(conn, [file], record=False)
+        return load_records(conn, [file])
 
 
 @dataclass(frozen=True)
