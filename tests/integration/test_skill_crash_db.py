@@ -116,6 +116,7 @@ def test_a_crash_in_any_skill_stage_then_a_rerun_leaves_the_clean_ledger(
     assert clean["skill_sources"][0] > 0
     assert clean["skill_transitions"][0] > clean["skill_versions"][0]  # some moves were made
     points = [("register", 1), ("register", 2), ("open_move", 2), ("finish_move", 1)]
+    failures: dict[str, dict[str, Any]] = {}
     for method, at in points:
         engine, tracker = _ledger(base_ledger, mlflow_template, tmp_path / f"{method}-{at}")
         with pytest.raises(Crash):
@@ -128,5 +129,6 @@ def test_a_crash_in_any_skill_stage_then_a_rerun_leaves_the_clean_ledger(
             ).scalar_one()
         engine.dispose()
         differing = {t: (clean[t], after.get(t)) for t in clean if after.get(t) != clean[t]}
-        assert differing == {}, f"crash at {method} #{at}"
-        assert unlinked == 0
+        if differing or unlinked:
+            failures[f"{method} #{at}"] = {"differing": differing, "unlinked": unlinked}
+    assert failures == {}
