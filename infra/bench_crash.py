@@ -55,6 +55,13 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("reflect", "SELECT COUNT(*) FROM reflection_batches"),
     ("episodes", "SELECT COUNT(*) FROM episodes"),
     ("distil", "SELECT COUNT(*) FROM memory_windows"),
+    ("generate", "SELECT COUNT(*) FROM skill_versions"),
+    ("check", "SELECT COUNT(*) FROM skill_checks WHERE kind = 'gate'"),
+    (
+        "advance",
+        "SELECT COUNT(*) FROM skill_checks WHERE kind IN ('evaluation', 'replay', 'shadow')",
+    ),
+    ("audit", "SELECT COUNT(*) FROM skill_checks WHERE kind IN ('audit', 'revalidation')"),
 )
 """Each stage of the cycle in order, and a count that grows only when it has run."""
 POLL_S = 0.1

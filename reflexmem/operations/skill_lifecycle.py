@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import polars as pl
+import sqlalchemy as sa
 
 from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.ledger.skill_cycle_models import CheckKind
@@ -92,12 +93,8 @@ def _move(
 ) -> tuple[VersionView, Move]:
     spec = view.spec
     fraction = ROLLOUT_FRACTION if to == S.LIMITED else None
-    records = transition_tracked(
-        res.engine, res.skill_tracker, spec.skill_id, spec.version, to, evidence,
-        actor=ACTOR, rollout_fraction=fraction, now=now,
-    )  # fmt: skip
-    run_id = records[-1].mlflow_run_id
-    with res.engine.begin() as conn:
+
+    def check(conn: sa.Connection, run_id: str | None) -> None:
         record_check(
             conn, kind, at=now, skill_id=spec.skill_id, version=spec.version,
             after=window[0] if window else None, through=window[1] if window else now,
@@ -105,6 +102,13 @@ def _move(
             metrics={f"{e.kind}.{k}": v for e in evidence for k, v in e.metrics.items()},
             detail={"evidence": [e.as_json() for e in with_run(evidence, run_id)]}, run_id=run_id,
         )  # fmt: skip
+
+    # the move and its check row commit together: a crash between them would leave a
+    # move the rerun never records (it starts from the new state)
+    transition_tracked(
+        res.engine, res.skill_tracker, spec.skill_id, spec.version, to, evidence,
+        actor=ACTOR, rollout_fraction=fraction, now=now, also=check,
+    )  # fmt: skip
     new = replace(view, state=to, changed_at=now, rollout_fraction=fraction)
     if to == S.LIMITED:
         new = replace(new, limited_at=now)

@@ -6,7 +6,10 @@
   generalised yet (`reflexmem.reflex.candidates`). The memory's procedural rules enter
   here: every active or candidate rule of a role namespace becomes a candidate, with the
   episodes it was promoted from as its source experiences. Each version's sources are
-  written to `skill_sources` in the registration's transaction.
+  written to `skill_sources` in the registration's transaction, and every form of one
+  lesson is registered in one transaction: a lesson is generated once (a rerun skips
+  any lesson with a version), so a crash must never leave it half registered. Versions
+  a crash left unlinked to the tracking store are linked first (found by their tags).
 * `check_decisions` routes every decision made since the last run through the usable
   trading checks (`reflexmem.reflex.gate`): a limited check only inside its sticky
   rollout, an active one everywhere; each judgement is one episode. Decisions are
@@ -38,9 +41,9 @@ from reflexmem.reflex.cycle_ledger import (
     write_sources,
 )
 from reflexmem.reflex.gate import check_frame
-from reflexmem.reflex.skills import parse_skill
+from reflexmem.reflex.skills import SkillSpec, parse_skill
 from reflexmem.reflex.snapshot import load_snapshot
-from reflexmem.reflex.tracking import register_tracked
+from reflexmem.reflex.tracking import Also, link_untracked, register_all_tracked, register_tracked
 from reflexmem.reflex.trading import (
     TRADE_FAMILY,
     judged_frame,
@@ -123,6 +126,7 @@ def generate_candidates(
         .unique()
         .sort("role_id", "pattern")
     )
+    link_untracked(res.engine, res.skill_tracker, [(v.spec, v.mlflow_model_version) for v in views])
     done = generated_clusters(views)
     taken = {v.spec.skill_id.rsplit("_", 1)[0] for v in views}
     registered: list[str] = []
@@ -154,6 +158,7 @@ def generate_candidates(
         files = candidate_files(cluster, fit_rows, registry, now=now, taken=taken)
         if not files:
             skipped[f"{role_id}/{pattern}"] = "no form of the lesson is supported by the fit split"
+        forms: list[tuple[SkillSpec, Also | None]] = []
         for skill_id, text in files:
             spec = parse_skill(text, f"generated:{skill_id}.yaml", registry)
             sources = judged.filter(pl.col("episode_id").is_in(list(spec.source_experiences)))
@@ -161,9 +166,11 @@ def generate_candidates(
             def also(conn: sa.Connection, info: VersionInfo, src: pl.DataFrame = sources) -> None:
                 write_sources(conn, info.skill_id, info.version, src)
 
-            register_tracked(res.engine, res.skill_tracker, spec, actor=ACTOR, now=now, also=also)
+            forms.append((spec, also))
             registered.append(spec.key)
             taken.add(skill_id.rsplit("_", 1)[0])
+        # every form of the lesson in one transaction: "done" is per lesson (see above)
+        register_all_tracked(res.engine, res.skill_tracker, forms, actor=ACTOR, now=now)
     return GenerationReport(
         as_of=now,
         episodes=judged.height,

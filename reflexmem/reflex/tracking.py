@@ -110,15 +110,48 @@ def register_tracked(
     `also` runs in the registration's transaction when the version is new (the cycle
     records the version's source experiences there, so both commit or neither does).
     """
+    return register_all_tracked(engine, tracker, [(spec, also)], actor=actor, now=now)[0]
+
+
+Also = Callable[[sa.Connection, VersionInfo], None]
+"""Extra ledger writes made in a new version's registration transaction."""
+
+
+def register_all_tracked(
+    engine: sa.Engine,
+    tracker: SkillTracking,
+    specs: Sequence[tuple[SkillSpec, Also | None]],
+    *,
+    actor: str = "loader",
+    now: datetime | None = None,
+) -> list[VersionInfo]:
+    """Register every spec in the ledger in ONE transaction, then link each to the store.
+
+    The generator registers all forms of one lesson together: a crash part way through
+    must not leave a lesson half generalised (the rerun skips a lesson that has any
+    version, so it would never register the rest).
+    """
+    infos: list[VersionInfo] = []
     with engine.begin() as conn:
-        known = conn.execute(
-            sa.select(VERSIONS.c.version).where(
-                VERSIONS.c.skill_id == spec.skill_id, VERSIONS.c.version == spec.version
-            )
-        ).first()
-        info = register_skill(conn, spec, actor=actor, now=now)
-        if also is not None and known is None:
-            also(conn, info)
+        for spec, also in specs:
+            known = conn.execute(
+                sa.select(VERSIONS.c.version).where(
+                    VERSIONS.c.skill_id == spec.skill_id, VERSIONS.c.version == spec.version
+                )
+            ).first()
+            info = register_skill(conn, spec, actor=actor, now=now)
+            if also is not None and known is None:
+                also(conn, info)
+            infos.append(info)
+    return [
+        _link(engine, tracker, spec, info) for (spec, _), info in zip(specs, infos, strict=True)
+    ]
+
+
+def _link(
+    engine: sa.Engine, tracker: SkillTracking, spec: SkillSpec, info: VersionInfo
+) -> VersionInfo:
+    """Register `spec` in the tracking store (found again by its ledger key) and link it."""
     if info.mlflow_model_version is not None:
         return info
     version = tracker.register(spec, info.state)
@@ -127,6 +160,25 @@ def register_tracked(
     with engine.begin() as conn:
         set_mlflow_version(conn, spec.skill_id, spec.version, version)
         return version_info(conn, spec.skill_id, spec.version)
+
+
+def link_untracked(
+    engine: sa.Engine, tracker: SkillTracking, versions: Sequence[tuple[SkillSpec, str | None]]
+) -> int:
+    """Finish the store registration of every version a crash left unlinked; how many.
+
+    A crash after the ledger commit and before `set_mlflow_version` leaves the version
+    without its model version; the store finds the one it may already hold by the
+    version's tags (`find_version`) before creating one, so the number is the one an
+    uninterrupted run records.
+    """
+    linked = 0
+    for spec, mlflow in versions:
+        if mlflow is None:
+            with engine.connect() as conn:
+                info = version_info(conn, spec.skill_id, spec.version)
+            linked += _link(engine, tracker, spec, info).mlflow_model_version is not None
+    return linked
 
 
 def transition_tracked(
@@ -140,11 +192,14 @@ def transition_tracked(
     actor: str,
     rollout_fraction: float | None = None,
     now: datetime | None = None,
+    also: Callable[[sa.Connection, str | None], None] | None = None,
 ) -> list[TransitionRecord]:
     """One lifecycle move in the ledger, recorded as a run of the tracking store.
 
     The run opens first (its ID goes on the transition row), the move commits, then the
-    tags and aliases follow; a move the ledger refuses leaves the run failed.
+    tags and aliases follow; a move the ledger refuses leaves the run failed. `also`
+    runs in the move's transaction with the run ID (the cycle's `skill_checks` row), so
+    a crash never leaves a move without its check record.
     """
     with engine.connect() as conn:
         info = version_info(conn, skill_id, version)
@@ -155,6 +210,8 @@ def transition_tracked(
                 conn, skill_id, version, to, evidence, actor=actor, now=now,
                 rollout_fraction=rollout_fraction, mlflow_run_id=run_id,
             )  # fmt: skip
+            if also is not None:
+                also(conn, run_id)
     except Exception as exc:
         if run_id is not None:
             tracker.fail_move(run_id, str(exc))
