@@ -5,7 +5,7 @@ Composition and schedules only. Each flow builds its `Settings` from its paramet
 `PrefectRunner` to the same sequence function the direct path runs
 (`reflexmem.operations.cycle`), so every stage is one task wrapping one operation and
 no flow holds a copy of the sequence. Each flow publishes a markdown artifact: its counts
-and a link to the MLflow page of every run its stages opened (`infra/prefect_markdown`).
+and a link to the MLflow page of every run its stages opened (`flows/markdown`).
 
 | flow | sequence | schedule |
 |---|---|---|
@@ -27,8 +27,8 @@ from prefect import flow
 
 from flows.artifacts import markdown_artifact
 from flows.hooks import FAILURE_HOOKS
-from infra.prefect_markdown import markdown
-from infra.resources import protect
+from flows.markdown import markdown
+from flows.settings import flow_settings
 from reflexmem.operations import memory as memory_ops
 from reflexmem.operations.cycle import (
     CycleParams,
@@ -58,26 +58,6 @@ SCHEDULED: dict[str, Any] = {
     "retry_delay_seconds": FLOW_RETRY_DELAY_S,
     **FAILURE_HOOKS,
 }
-
-
-def flow_settings(
-    database_url: str | None, tracking_uri: str | None, home: str | None = None
-) -> Settings:
-    """Settings from the environment, with the flow's pinned ledger, tracking store and home.
-
-    `home` (absolute when a deployment pinned it) places everything else a run writes:
-    MLflow artifacts of new experiments, the default drop folder.
-    """
-    overrides: dict[str, Any] = {}
-    if home:
-        overrides["home"] = Path(home)
-    if database_url:
-        overrides["database_url"] = database_url
-    if tracking_uri:
-        overrides["mlflow_tracking_uri"] = tracking_uri
-    settings = Settings(**overrides)
-    protect(settings)
-    return settings
 
 
 def _publish(

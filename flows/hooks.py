@@ -15,15 +15,14 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from infra.flow_failures import write_failure
+from adapters.flow_failures import write_failure
+from flows.settings import flow_settings
 from reflexmem.redact import redact
 
 log = logging.getLogger(__name__)
 
 
 def _settings_url(parameters: dict[str, Any]) -> str:
-    from flows.cycle import flow_settings
-
     settings = flow_settings(
         parameters.get("database_url"), parameters.get("tracking_uri"), parameters.get("home")
     )

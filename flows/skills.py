@@ -25,7 +25,8 @@ from typing import Any
 from prefect import flow
 
 from flows.artifacts import table_artifact
-from flows.cycle import SCHEDULED, flow_settings
+from flows.cycle import SCHEDULED
+from flows.settings import flow_settings
 from reflexmem.operations.cycle import plain, run_audit, run_generation, run_shadow
 from reflexmem.operations.maturation import plan
 from tasks.runner import PrefectRunner

@@ -1,6 +1,6 @@
 """The scheduled structure search: freeze, search, controls, final test, store, register.
 
-Composition only: each step is one task over one `infra.structures_service` stage,
+Composition only: each step is one task over one `adapters.structures_service` stage,
 and whether a winner is registered is decided in the core (`SearchResult.improved`),
 not here. The flow publishes the archive and the final test as table artifacts.
 """
@@ -11,8 +11,8 @@ from typing import Any
 
 from prefect import flow
 
+from adapters.structures_service import Targets, summary
 from flows.artifacts import table_artifact
-from infra.structures_service import Targets, summary
 from reflexmem.settings import Settings
 from tasks.structures import activate, controls_and_test, prepare, register, search, store
 

@@ -33,8 +33,8 @@ import warnings
 import polars as pl
 import sqlalchemy as sa
 
-from infra.lineage import pick_decision, trace
-from infra.review_store import open_store
+from adapters.lineage import pick_decision, trace
+from adapters.review_store import open_store
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 store = open_store()  # refuses a missing ledger instead of creating an empty one

@@ -15,7 +15,7 @@ secret-named key is masked whole), are redacted; other values pass through. Know
 values shorter than `MIN_SECRET_CHARS` are not substituted wherever they occur (they
 would mangle ordinary words); the structural patterns above still mask them in place.
 
-`register_secrets` adds values to the process-wide set (`infra/resources.py` registers
+`register_secrets` adds values to the process-wide set (`adapters/resources.py` registers
 the settings' secrets whenever it builds resources); `RedactingFilter` applies the same
 function to log records, and `install_log_redaction` makes every record of every logger
 pass through it. This module is pure: it imports neither MLflow nor Prefect.

@@ -3,7 +3,7 @@
 Entry points (CLI, flows, notebooks) build a `Settings` once and pass it down; nothing
 below them reads the environment. Settings that are or hold secrets are marked
 (`SecretStr`, or `SECRET_URL` for URLs with credentials) so that redaction finds them
-all (`reflexmem.redact.secret_values`). `infra/resources.py` turns a `Settings` into the
+all (`reflexmem.redact.secret_values`). `adapters/resources.py` turns a `Settings` into the
 resources the operations need (engine, registry, price source, tracker, reflector,
 embedder), so every choice of implementation is made in one place from these fields.
 

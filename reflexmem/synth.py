@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from reflexmem.ael.panel import PricePanel
+from reflexmem.prices.panel import PricePanel
 from reflexmem.registry import load_registry
 
 ROLES = ("valuation", "momentum", "cycle_analysis", "risk")

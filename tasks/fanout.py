@@ -8,7 +8,7 @@ running scheduler, or `REFLEX_TASK_RUNNER=dask` starts a local cluster of
 `DaskTaskRunner` entered for the life of the flow, so the tasks run in other processes,
 possibly on other machines. Those processes share nothing with the flow but what the
 `Settings` name (the ledger and the tracking server): each task rebuilds its resources
-from the pickled `Settings` with `infra.resources.resources_for`, once per worker.
+from the pickled `Settings` with `adapters.resources.resources_for`, once per worker.
 
 The choice is made at run time from the settings, not when the flow is decorated, so a
 deployment served by a worker picks it up from the worker's environment.

@@ -1,7 +1,7 @@
 """Prefect tasks: each wraps exactly one operation of `reflexmem.operations`.
 
 A task takes the `Settings` (plain, picklable data) instead of resources, and gets the
-resources from `infra.resources.resources_for`, once per worker process: a task that a
+resources from `adapters.resources.resources_for`, once per worker process: a task that a
 work pool or a Dask worker runs in another process reaches the same ledger, tracker and
 price source as the flow that submitted it. Each wrapper keeps the operation's own
 signature (with `res` replaced by `settings`), so Prefect records real parameter names.
@@ -20,7 +20,7 @@ from typing import Any
 from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 
-from infra.resources import resources_for
+from adapters.resources import resources_for
 from reflexmem.operations import (
     cycle_runs,
     evaluation,

@@ -1,4 +1,4 @@
-"""Prefect tasks of the structure search: one `infra.structures_service` stage each."""
+"""Prefect tasks of the structure search: one `adapters.structures_service` stage each."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from infra import structures_service as svc
+from adapters import structures_service as svc
 from reflexmem.structures.controls import Controls
 from reflexmem.structures.search import SearchResult
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from infra import migrate
-from infra.db import make_engine
-from reflexmem.ael.panel import PricePanel, load_dfull
+from adapters import migrate
+from adapters.db import make_engine
 from reflexmem.ael.splits import DFULL_TRAIN_END, DFULL_VAL_END, ChronoSplits, split_by_dates
 from reflexmem.ledger.models import Base
+from reflexmem.prices.panel import PricePanel, load_dfull
 
 PG_ADMIN_URL = os.environ.get(
     "REFLEX_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from infra.bench_ael import run_command
-from reflexmem.maturation.dfull_bars import write_dfull_bars
+from apps.bench.ael import run_command
 from reflexmem.operations import intake
 from reflexmem.operations.cycle import CycleParams, CycleReport, DirectRunner, run_cycle
+from reflexmem.prices.dfull_bars import write_dfull_bars
 from reflexmem.settings import Settings
 from tests.support import AS_OF, migrated, seed_ledger
 

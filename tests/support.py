@@ -14,12 +14,12 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from reflexmem.ael.panel import load_dfull
-from reflexmem.maturation import LedgerPrices, MappingPrices, PriceProvider, dfull_prices
-from reflexmem.maturation.dfull_bars import write_dfull_bars
 from reflexmem.operations import intake
 from reflexmem.operations.cycle import CycleParams, DirectRunner, MaturationReport, run_maturation
 from reflexmem.operations.resources import NullTracker, Resources, Tracker
+from reflexmem.prices import LedgerPrices, MappingPrices, PriceProvider, dfull_prices
+from reflexmem.prices.dfull_bars import write_dfull_bars
+from reflexmem.prices.panel import load_dfull
 from reflexmem.registry import RoleRegistry, load_registry
 from reflexmem.settings import Settings
 from reflexmem.synth import generate, write_stream
@@ -78,9 +78,9 @@ def mature_and_evaluate(res: Resources, as_of: datetime = AS_OF) -> MaturationRe
 
 def migrated(settings: Settings) -> Resources:
     """Migrate the settings' ledger (what `reflexmem db upgrade` does), then its resources."""
-    from infra import migrate
-    from infra.db import make_engine
-    from infra.resources import build_resources
+    from adapters import migrate
+    from adapters.db import make_engine
+    from adapters.resources import build_resources
 
     if settings.backend == "sqlite":
         settings.home.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ LOCK_NAME = "admission"
 LOCK_KEY = "reflexmem.admission"
 DEFAULT_WAIT_S = 30.0
 SQLITE_BUSY_MS = 30_000
-"""The busy timeout `infra/db.py` gives every SQLite connection (restored after the wait)."""
+"""The busy timeout `adapters/db.py` gives every SQLite connection (restored after the wait)."""
 
 UPSERT = sa.text(
     "INSERT INTO admission_locks (name, holder, acquired_at) VALUES (:n, :h, :t) "

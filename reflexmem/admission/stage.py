@@ -18,16 +18,16 @@ from __future__ import annotations
 import polars as pl
 import sqlalchemy as sa
 
-from reflexmem.admission.settlement import (
+from reflexmem.ledger.bulk import read_frame
+from reflexmem.ledger.enums import AUTOMATED_ORIGINS, Origin
+from reflexmem.ledger.sqlio import parse_utc
+from reflexmem.maturation.settlement import (
     AMBIGUOUS_SQL,
     OWN_POSITION_COLUMNS,
     OWN_POSITION_JOINS,
     settlement_columns,
     typed_positions,
 )
-from reflexmem.ledger.bulk import read_frame
-from reflexmem.ledger.enums import AUTOMATED_ORIGINS, Origin
-from reflexmem.maturation.sqlio import parse_utc
 
 PREVIEW_USES = (
     "(CASE WHEN e.preview_id IS NULL THEN NULL ELSE (SELECT COUNT(*) FROM trade_executions x "

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from reflexmem.ael.environment import Decision, MarketView
-from reflexmem.ael.panel import FloatArray
 from reflexmem.ael.pit_guard import Evidence, EvidenceGuard
 from reflexmem.ael.tools import ToolConfig, ToolReport, run_tools
+from reflexmem.prices.panel import FloatArray
 
 RISK_OFF = "risk_off"
 RISK_ON = "risk_on"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from reflexmem.ael.environment import MarketView
-from reflexmem.ael.panel import FloatArray
+from reflexmem.prices.panel import FloatArray
 
 
 def equal_weights(n_assets: int) -> FloatArray:

@@ -28,9 +28,9 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from reflexmem.ael.panel import FloatArray, PricePanel
 from reflexmem.ael.pit_guard import Refusal
 from reflexmem.ael.splits import Split
+from reflexmem.prices.panel import FloatArray, PricePanel
 
 IntArray = npt.NDArray[np.int64]
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from reflexmem.ael.panel import FloatArray
+from reflexmem.prices.panel import FloatArray
 
 if TYPE_CHECKING:
     from reflexmem.ael.results import BenchmarkResult, RunRecord

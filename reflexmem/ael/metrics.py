@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import numpy.typing as npt
 
-from reflexmem.ael.panel import FloatArray
+from reflexmem.prices.panel import FloatArray
 
 BARS_PER_YEAR = 1008  # 252 trading days x 4 bars
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from reflexmem.ael.environment import Episode
-from reflexmem.ael.panel import FloatArray, PricePanel
+from reflexmem.prices.panel import FloatArray, PricePanel
 
 
 def equity_curve(episode: Episode, cost_bp: float = 0.0) -> FloatArray:

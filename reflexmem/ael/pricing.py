@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from reflexmem.ael.environment import Episode, portfolio_returns
-from reflexmem.ael.panel import FloatArray, PricePanel
 from reflexmem.ael.splits import ChronoSplits
+from reflexmem.prices.panel import FloatArray, PricePanel
 
 _TOL = 1e-6
 

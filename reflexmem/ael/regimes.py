@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from reflexmem.ael.panel import FloatArray
+from reflexmem.prices.panel import FloatArray
 
 TREND_BARS = 20
 VOL_REFERENCE_BARS = 100

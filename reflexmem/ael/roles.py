@@ -12,8 +12,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from reflexmem.ael.panel import default_dfull_root
 from reflexmem.ael.pit_guard import Evidence, Refusal, load_dfull_snapshots
+from reflexmem.prices.panel import default_dfull_root
 from reflexmem.registry import load_registry
 
 ROLE_IDS = ("valuation", "momentum", "cycle_analysis", "risk")

@@ -59,8 +59,8 @@ from reflexmem.ael.rule_memory import (
     semantic_entry,
 )
 from reflexmem.ael.rules import RULE_FAMILY, Rule
+from reflexmem.ledger.enums import EntryState
 from reflexmem.memory.distill import DistillConfig
-from reflexmem.memory.entries import EntryState
 from reflexmem.memory.loop import LearningLoop
 from reflexmem.memory.policies import FULL_DETAILED, Retrieval, default_policies
 from reflexmem.memory.schedule import LearningSchedule

@@ -35,10 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from reflexmem.ael.panel import FloatArray
 from reflexmem.ael.regimes import REGIMES
-from reflexmem.memory.entries import EntryState, MemoryEntry, Tier
+from reflexmem.ledger.enums import EntryState, Tier
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.policies import Retrieval
+from reflexmem.prices.panel import FloatArray
 
 MIN_SUPPORT = 20
 """Bars of a (regime, rule) before it is distilled into a semantic entry."""

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from reflexmem.ael.environment import MarketView
-from reflexmem.ael.panel import FloatArray, PricePanel
+from reflexmem.prices.panel import FloatArray, PricePanel
 
 KINDS = ("equal_weight", "momentum", "inverse_momentum", "min_variance")
 MOMENTUM_FLOOR = 0.02

@@ -3,7 +3,7 @@
 `run_benchmark(inputs, ...)` runs, for every panel and fold: every fixed rule of the
 family, the validation-selected and the hindsight-best rule (`run_tasks`), the
 online-portfolio peers if their weights are supplied (computed in an isolated
-environment, see `infra.olps`), and every seeded method (the reference agents and
+environment, see `apps.bench.olps`), and every seeded method (the reference agents and
 the learning variants) once per seed. Seeded units are independent and run in
 `workers` processes; the rows do not depend on how they were scheduled. Then
 `significance` adds standard errors, bootstrap intervals and SPA p-values and the
@@ -28,7 +28,6 @@ import numpy as np
 
 from reflexmem.ael.learning_variants import LEARNING_METHODS
 from reflexmem.ael.metrics import BARS_PER_YEAR
-from reflexmem.ael.panel import PricePanel, load_dfull, load_panel
 from reflexmem.ael.results import BenchmarkResult, RunRecord, SeriesKey
 from reflexmem.ael.roles import evidence_for
 from reflexmem.ael.rules import RULE_NAMES, RuleBook
@@ -51,6 +50,7 @@ from reflexmem.ael.splits import (
     walk_forward,
 )
 from reflexmem.ael.table import DEFAULT_COST_BPS, DEFAULT_SEEDS, Row, get_method
+from reflexmem.prices.panel import PricePanel, load_dfull, load_panel
 
 ProgressCallback = Callable[[int, int, str], None]
 """Called as (steps done, steps in total, what just finished)."""

@@ -22,7 +22,6 @@ from reflexmem.ael.environment import Episode, MarketEnvironment
 from reflexmem.ael.learning import RuleAgent, agent_session
 from reflexmem.ael.learning_variants import LEARNING_METHODS
 from reflexmem.ael.metrics import sharpe
-from reflexmem.ael.panel import PricePanel
 from reflexmem.ael.pit_guard import Evidence
 from reflexmem.ael.pricing import fold_span, price_path
 from reflexmem.ael.regimes import REGIMES
@@ -30,6 +29,7 @@ from reflexmem.ael.results import RunRecord, episode_rows
 from reflexmem.ael.rules import RuleBook
 from reflexmem.ael.splits import ChronoSplits
 from reflexmem.ael.table import Row, get_method
+from reflexmem.prices.panel import PricePanel
 
 SELECTED = "val_selected_rule"
 HINDSIGHT = "hindsight_best_rule"

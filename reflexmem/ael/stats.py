@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from reflexmem.ael.panel import FloatArray
+from reflexmem.prices.panel import FloatArray
 
 BOOTSTRAP_REPS = 1000
 SPA_REPS = 1000

@@ -26,9 +26,9 @@ from reflexmem.ael.agent import StatelessAgent, ToolsAgent
 from reflexmem.ael.baselines import EqualWeight, InverseMomentum, MinVariance, Momentum
 from reflexmem.ael.environment import Allocator, Episode, MarketEnvironment
 from reflexmem.ael.metrics import BARS_PER_YEAR, compute_metrics_batch
-from reflexmem.ael.panel import PricePanel
 from reflexmem.ael.rules import RULE_FAMILY, Rule, RuleAllocator
 from reflexmem.ael.splits import ChronoSplits
+from reflexmem.prices.panel import PricePanel
 
 AllocatorFactory = Callable[[np.random.Generator | None], Allocator]
 Row = dict[str, Any]

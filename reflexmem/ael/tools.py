@@ -16,7 +16,7 @@ import numpy as np
 
 from reflexmem.ael.environment import MarketView
 from reflexmem.ael.metrics import BARS_PER_YEAR
-from reflexmem.ael.panel import FloatArray
+from reflexmem.prices.panel import FloatArray
 
 
 @dataclass(frozen=True)

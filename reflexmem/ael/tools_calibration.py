@@ -17,9 +17,9 @@ from __future__ import annotations
 import numpy as np
 
 from reflexmem.ael.environment import MarketEnvironment
-from reflexmem.ael.panel import FloatArray, PricePanel
 from reflexmem.ael.splits import ChronoSplits
 from reflexmem.ael.tools import ToolConfig, composite_parts
+from reflexmem.prices.panel import FloatArray, PricePanel
 
 MOMENTUM_WEIGHT_GRID = (0.0, 0.15, 0.30, 0.45, 0.60)
 

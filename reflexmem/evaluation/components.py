@@ -29,7 +29,7 @@ import numpy.typing as npt
 import polars as pl
 
 from reflexmem.evaluation.profiles import COMPONENTS, BenchmarkProfile
-from reflexmem.maturation.prices import (
+from reflexmem.prices.series import (
     PriceSource,
     last_at_or_before,
     trailing_signal,

@@ -21,7 +21,7 @@ from reflexmem.evaluation.profiles import COMPONENTS
 from reflexmem.evaluation.runs import BatchInfo, RunOpener, new_batch_id, record_batch
 from reflexmem.ledger.bulk import bulk_insert
 from reflexmem.ledger.bulk_read import read_frame
-from reflexmem.maturation.sqlio import drop_stage, parse_utc, stage
+from reflexmem.ledger.sqlio import drop_stage, parse_utc, stage
 
 OBSERVED = ("raw_return", "excess_vs_benchmark", "risk_adjusted", "direction_hit")
 """Components that become methodology observations (the statistics' inputs)."""

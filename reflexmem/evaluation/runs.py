@@ -27,8 +27,8 @@ from reflexmem.evaluation.components import compute_components, long_components
 from reflexmem.evaluation.profiles import COMPONENTS, BenchmarkProfile
 from reflexmem.ledger.bulk import bulk_insert
 from reflexmem.ledger.bulk_read import read_frame
-from reflexmem.maturation.providers import PriceProvider
-from reflexmem.maturation.sqlio import UTC_US, drop_stage, parse_utc, stage
+from reflexmem.ledger.sqlio import UTC_US, drop_stage, parse_utc, stage
+from reflexmem.prices.providers import PriceProvider
 
 BatchKind = Literal["evaluate", "replay", "promote"]
 

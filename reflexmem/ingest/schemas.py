@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
 
-from reflexmem.ingest.lengths import CODE_CHARS, ID_CHARS, SCENARIO_CHARS
 from reflexmem.ledger.enums import Direction, Instrument, Origin, PositionStatus
+from reflexmem.ledger.lengths import CODE_CHARS, ID_CHARS, SCENARIO_CHARS
 
 ColumnType = Literal["str", "float", "int", "bool", "timestamp", "json"]
 

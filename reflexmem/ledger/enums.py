@@ -131,3 +131,26 @@ class LessonReviewStatus(StrEnum):
     HELD = "held"
     ACCEPTED = "accepted"
     REJECTED = "rejected"
+
+
+class Tier(StrEnum):
+    """How far an entry has been abstracted away from a single episode."""
+
+    EPISODIC = "episodic"
+    SEMANTIC = "semantic"
+    PROCEDURAL = "procedural"
+
+
+class EntryState(StrEnum):
+    """Whether an entry may influence an agent yet.
+
+    Promoted rules start as ``CANDIDATE`` and only act once confirmed, as a new ``ACTIVE``
+    version; ``RETIRED`` keeps a rejected candidate for audit without recall;
+    ``SUPERSEDED`` marks an active version a newer one replaced: it is no longer
+    recalled, but a recall "as of" a time before the replacement still sees it.
+    """
+
+    ACTIVE = "active"
+    CANDIDATE = "candidate"
+    RETIRED = "retired"
+    SUPERSEDED = "superseded"

@@ -27,8 +27,8 @@ from typing import Any
 
 import polars as pl
 
-from reflexmem.ingest.lengths import ID_CHARS
 from reflexmem.ledger.enums import QuarantineReason, SubjectKind
+from reflexmem.ledger.lengths import ID_CHARS
 
 LEGACY_TABLE = "role_memory"
 REQUIRED = ("id", "role", "content")

@@ -15,7 +15,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from reflexmem.ingest.lengths import CODE_CHARS
+from reflexmem.ledger.lengths import CODE_CHARS
 from reflexmem.ledger.models import Base
 
 

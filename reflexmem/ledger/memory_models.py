@@ -15,8 +15,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
+from reflexmem.ledger.enums import EntryState, Tier
 from reflexmem.ledger.models import Base
-from reflexmem.memory.entries import EntryState, Tier
 
 ENTRY_ID = sa.String(255)
 NAMESPACE = sa.String(128)

@@ -14,7 +14,6 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from reflexmem.ingest.lengths import CODE_CHARS, ID_CHARS, SCENARIO_CHARS
 from reflexmem.ledger.enums import (
     CaseState,
     Direction,
@@ -27,6 +26,7 @@ from reflexmem.ledger.enums import (
     SubjectKind,
 )
 from reflexmem.ledger.experience_models import EXPERIENCE_CONSTRAINTS, ExperienceColumns
+from reflexmem.ledger.lengths import CODE_CHARS, ID_CHARS, SCENARIO_CHARS
 
 ID = sa.String(ID_CHARS)
 CODE = sa.String(CODE_CHARS)

@@ -5,7 +5,7 @@ the first thing to wait for:
 
 1. its role's maturation period has passed since the decision (`not_due`),
 2. its execution's own position is settled, and the settlement is consistent (see
-   `reflexmem.admission.settlement`; `unsettled` otherwise; `no_market_data` when the
+   `reflexmem.maturation.settlement`; `unsettled` otherwise; `no_market_data` when the
    price source has no bar of the symbol, or none in the position's window although it
    has later ones: waiting will not settle it, prices must be supplied),
 3. the settlement saw at least `min_points` price bars (`insufficient_data`).
@@ -29,17 +29,17 @@ import numpy as np
 import polars as pl
 import sqlalchemy as sa
 
-from reflexmem.admission.settlement import (
+from reflexmem.ledger.bulk_read import read_frame
+from reflexmem.ledger.enums import CaseState, PendingReason
+from reflexmem.ledger.sqlio import bulk_update, parse_utc
+from reflexmem.maturation.settlement import (
     OWN_POSITION_COLUMNS,
     OWN_POSITION_JOINS,
     settlement_columns,
     typed_positions,
 )
-from reflexmem.ledger.bulk_read import read_frame
-from reflexmem.ledger.enums import CaseState, PendingReason
-from reflexmem.maturation.prices import Unsettled, unsettled_reasons
-from reflexmem.maturation.providers import PriceProvider
-from reflexmem.maturation.sqlio import bulk_update, parse_utc
+from reflexmem.prices.providers import PriceProvider
+from reflexmem.prices.series import Unsettled, unsettled_reasons
 from reflexmem.registry import RoleRegistry
 
 CANDIDATES_SQL = f"""

@@ -18,14 +18,14 @@ import polars as pl
 import sqlalchemy as sa
 
 from reflexmem.ledger.bulk_read import read_frame
-from reflexmem.maturation.prices import (
+from reflexmem.ledger.sqlio import UTC_US, bulk_update, parse_utc
+from reflexmem.prices.providers import PriceProvider
+from reflexmem.prices.series import (
     PriceSource,
     last_at_or_before,
     series_end,
     window_stats,
 )
-from reflexmem.maturation.providers import PriceProvider
-from reflexmem.maturation.sqlio import UTC_US, bulk_update, parse_utc
 from reflexmem.registry import RoleRegistry
 
 OPEN_SQL = """

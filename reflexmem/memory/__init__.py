@@ -4,6 +4,7 @@ Pure domain code: no orchestration, tracking or validation framework is imported
 so the in-process benchmark and the ledger-backed services share one implementation.
 """
 
+from reflexmem.ledger.enums import EntryState, Tier
 from reflexmem.memory.bandit import (
     BanditState,
     CreditMode,
@@ -12,7 +13,7 @@ from reflexmem.memory.bandit import (
 )
 from reflexmem.memory.cycle import EpisodeInput, EvolutionEvent, LearningState, settle_episode
 from reflexmem.memory.distill import DistillConfig, DistillReport, Pattern, distill_window
-from reflexmem.memory.entries import TIER_BOOST, EntryState, FrozenError, MemoryEntry, Tier
+from reflexmem.memory.entries import TIER_BOOST, FrozenError, MemoryEntry
 from reflexmem.memory.loop import EpisodeReport, LearningLoop
 from reflexmem.memory.policies import (
     RenderFormat,

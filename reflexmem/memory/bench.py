@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from reflexmem.ledger.enums import Tier
 from reflexmem.memory.bandit import ThompsonBandit
-from reflexmem.memory.entries import MemoryEntry, Tier
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.policies import FULL_DETAILED, candidates, default_policies, render
 from reflexmem.memory.ranking import TokenOverlapMatcher, rank
 from reflexmem.memory.store import DEFAULT_CAP, InMemoryStore

@@ -23,10 +23,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reflexmem.ledger.enums import Tier
 from reflexmem.memory import bandit as bandit_fns
 from reflexmem.memory.bandit import BanditState, reward_from_outcome
 from reflexmem.memory.distill import DistillReport
-from reflexmem.memory.entries import MemoryEntry, Tier
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.merge import distil_window
 from reflexmem.memory.policies import RetrievalPolicy, derive_policy
 from reflexmem.memory.schedule import (

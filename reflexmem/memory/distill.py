@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from reflexmem.memory.entries import EntryState, MemoryEntry, Tier
+from reflexmem.ledger.enums import EntryState, Tier
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.store import MemoryStore
 
 WINDOW_SIZE = 10

@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from enum import StrEnum
 from typing import Any
+
+from reflexmem.ledger.enums import EntryState, Tier
 
 
 class FrozenError(RuntimeError):
@@ -49,29 +50,6 @@ class Freezable:
     def _guard(self, action: str) -> None:
         if self._frozen:
             raise FrozenError(f"{self._frozen_name} is frozen: {action} refused")
-
-
-class Tier(StrEnum):
-    """How far an entry has been abstracted away from a single episode."""
-
-    EPISODIC = "episodic"
-    SEMANTIC = "semantic"
-    PROCEDURAL = "procedural"
-
-
-class EntryState(StrEnum):
-    """Whether an entry may influence an agent yet.
-
-    Promoted rules start as ``CANDIDATE`` and only act once confirmed, as a new ``ACTIVE``
-    version; ``RETIRED`` keeps a rejected candidate for audit without recall;
-    ``SUPERSEDED`` marks an active version a newer one replaced: it is no longer
-    recalled, but a recall "as of" a time before the replacement still sees it.
-    """
-
-    ACTIVE = "active"
-    CANDIDATE = "candidate"
-    RETIRED = "retired"
-    SUPERSEDED = "superseded"
 
 
 TIER_BOOST: Mapping[Tier, float] = {

@@ -22,6 +22,7 @@ import polars as pl
 import sqlalchemy as sa
 
 from reflexmem.ledger.bulk import bulk_insert
+from reflexmem.ledger.enums import EntryState, Tier
 from reflexmem.ledger.memory_models import (
     BanditStateRow,
     MemoryEntryRow,
@@ -31,7 +32,7 @@ from reflexmem.ledger.memory_models import (
     RetrievalPolicyRow,
 )
 from reflexmem.ledger.models import Episode
-from reflexmem.memory.entries import EntryState, MemoryEntry, Tier
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.store import InMemoryStore
 
 ENTRIES = cast(sa.Table, MemoryEntryRow.__table__)

@@ -14,8 +14,9 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 
+from reflexmem.ledger.enums import EntryState, Tier
 from reflexmem.memory.distill import DistillConfig, DistillReport
-from reflexmem.memory.entries import EntryState, Freezable, MemoryEntry, Tier
+from reflexmem.memory.entries import Freezable, MemoryEntry
 from reflexmem.memory.ledger_mirror import (
     ENTRIES,
     NAMESPACES,

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from reflexmem.ledger.enums import EntryState, Tier
 from reflexmem.memory.distill import (
     DistillConfig,
     DistillReport,
@@ -29,7 +30,7 @@ from reflexmem.memory.distill import (
     distill_window,
     window_key,
 )
-from reflexmem.memory.entries import EntryState, MemoryEntry, Tier
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.store import MemoryStore
 
 SCOPE_PREFIXES = ("symbol:", "scenario:")

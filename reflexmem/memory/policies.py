@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from reflexmem.memory.entries import EntryState, MemoryEntry, Tier
+from reflexmem.ledger.enums import EntryState, Tier
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.ranking import DEFAULT_TOP_K, IdentityMemo, MatchFn, RankedEntry, rank
 from reflexmem.memory.store import MemoryStore
 

@@ -19,7 +19,8 @@ from typing import Generic, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from reflexmem.memory.entries import TIER_BOOST, MemoryEntry, Tier
+from reflexmem.ledger.enums import Tier
+from reflexmem.memory.entries import TIER_BOOST, MemoryEntry
 
 DEFAULT_TOP_K = 5
 RECENCY_RATE = 0.01

@@ -32,7 +32,7 @@ import polars as pl
 import sqlalchemy as sa
 
 from reflexmem.ledger.bulk_read import read_frame
-from reflexmem.maturation.sqlio import parse_utc
+from reflexmem.ledger.sqlio import parse_utc
 from reflexmem.memory.ledger_mirror import role_namespace
 from reflexmem.registry import RoleRegistry
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from reflexmem.memory.entries import TIER_BOOST, EntryState, MemoryEntry
+from reflexmem.ledger.enums import EntryState
+from reflexmem.memory.entries import TIER_BOOST, MemoryEntry
 from reflexmem.memory.ranking import rank_scores
 
 DEAD = frozenset({EntryState.SUPERSEDED, EntryState.RETIRED})

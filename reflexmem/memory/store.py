@@ -15,7 +15,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from reflexmem.memory.entries import EntryState, Freezable, MemoryEntry, Tier
+from reflexmem.ledger.enums import EntryState, Tier
+from reflexmem.memory.entries import Freezable, MemoryEntry
 from reflexmem.memory.ranking import standing
 from reflexmem.memory.standing import TierStanding
 

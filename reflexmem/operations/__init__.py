@@ -1,7 +1,7 @@
 """The operations layer: one function per stage of the learning cycle.
 
 Every stage is `op(resources, **params) -> report`: it takes the `Resources` chosen from
-settings (`infra/resources.py`) and plain parameters, does its work in its own
+settings (`adapters/resources.py`) and plain parameters, does its work in its own
 transaction(s) and returns a small typed report. Every entry point calls these and
 nothing below them: a Prefect task wraps exactly one operation (`tasks/stages.py`), a
 flow composes tasks through the sequences written once in `cycle.py`, and the CLI, the

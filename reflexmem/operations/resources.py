@@ -2,7 +2,7 @@
 
 Every stage of the learning cycle is a function `op(resources, **params) -> report`.
 `Resources` carries the parts that are chosen once from settings (by
-`infra/resources.py`, the only place that knows which implementation backs each seam):
+`adapters/resources.py`, the only place that knows which implementation backs each seam):
 the ledger engine, the role registry, where prices come from, where evaluation runs and
 skill versions are tracked, how to build a reflector, the recall embedder, and the
 validators that guard ingestion (market bars) and admission. The core only sees the
@@ -24,7 +24,7 @@ from reflexmem.evaluation import BatchInfo, BenchmarkProfile, EvaluationResult, 
 from reflexmem.evaluation import get_profile as _get_profile
 from reflexmem.executor import ToolExecutor
 from reflexmem.ingest.bars import BarValidator
-from reflexmem.maturation.providers import PriceProvider
+from reflexmem.prices.providers import PriceProvider
 from reflexmem.recall.embeddings import Embedder
 from reflexmem.reflection import BudgetLimits, Reflector, RuleReflector
 from reflexmem.reflection.batch import ReflectionBatch, RoleReport

@@ -30,7 +30,8 @@ from typing import Any, Literal
 import numpy as np
 import sqlalchemy as sa
 
-from reflexmem.memory.entries import TIER_BOOST, EntryState, MemoryEntry, Tier
+from reflexmem.ledger.enums import EntryState, Tier
+from reflexmem.memory.entries import TIER_BOOST, MemoryEntry
 from reflexmem.memory.ranking import TokenOverlapMatcher, rank_scores
 from reflexmem.recall.constraints import RecallConstraints, _aware, violations
 from reflexmem.recall.embeddings import Embedder, make_vector_index

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from reflexmem.executor import AuditRecord
 from reflexmem.ledger.bulk import bulk_insert
 from reflexmem.ledger.enums import CaseState, LessonReviewStatus, PendingReason
-from reflexmem.maturation.sqlio import UTC_US, bulk_update, drop_stage, stage
+from reflexmem.ledger.sqlio import UTC_US, bulk_update, drop_stage, stage
 from reflexmem.reflection.screen import addresses_system
 from reflexmem.reflection.types import Reflection
 

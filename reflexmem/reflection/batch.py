@@ -39,7 +39,7 @@ from reflexmem.executor import ToolExecutor, order_tools
 from reflexmem.ledger.bulk import bulk_insert
 from reflexmem.ledger.bulk_read import read_frame
 from reflexmem.ledger.enums import Direction
-from reflexmem.maturation.sqlio import UTC_US, parse_utc
+from reflexmem.ledger.sqlio import UTC_US, parse_utc
 from reflexmem.reflection.apply import apply_results
 from reflexmem.reflection.budget import BudgetGate, BudgetLimits
 from reflexmem.reflection.locks import DEFAULT_TIMEOUT_S, record_holder, role_lock

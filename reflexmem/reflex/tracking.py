@@ -4,7 +4,7 @@
 version (with its YAML, parent and source experiences), open a run for one lifecycle
 move with its evidence and close it (moving tags and aliases) or mark it failed when the
 ledger refuses the move, and log an evaluation that moved nothing (an audit that found
-no problem, a revalidation that failed). `infra/tracking_skills.SkillTracker` is the
+no problem, a revalidation that failed). `adapters/tracking/skills.SkillTracker` is the
 MLflow implementation; `NullSkillTracking` records nothing.
 
 `register_tracked` and `transition_tracked` are the one way the cycle registers and

@@ -29,7 +29,7 @@ import polars as pl
 import sqlalchemy as sa
 
 from reflexmem.ledger.bulk_read import read_frame
-from reflexmem.maturation.sqlio import UTC_US, parse_utc
+from reflexmem.ledger.sqlio import UTC_US, parse_utc
 from reflexmem.memory.role_stream import lesson_gist, lesson_key
 from reflexmem.reflex.conditions import ROW
 from reflexmem.reflex.rollout import rollout_buckets

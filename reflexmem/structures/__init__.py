@@ -2,7 +2,7 @@
 
 Pure domain code: no orchestration, tracking or validation framework is imported here.
 The flow (`flows/structure_search.py`), the MLflow registry adapter
-(`infra/tracking_structures.py`) and the CLI call these functions.
+(`adapters/tracking/structures.py`) and the CLI call these functions.
 """
 
 from reflexmem.structures.archive import Archive, ArchiveEntry

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from reflexmem.memory.entries import MemoryEntry, Tier
+from reflexmem.ledger.enums import Tier
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.policies import Retrieval, RetrievalPolicy, retrieve
 from reflexmem.memory.store import MemoryStore, WriteResult
 from reflexmem.structures.model import Structure, within

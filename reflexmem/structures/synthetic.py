@@ -20,7 +20,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from reflexmem.executor import Effect, Tool, ToolExecutor
-from reflexmem.memory.entries import MemoryEntry, Tier
+from reflexmem.ledger.enums import Tier
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.store import InMemoryStore
 from reflexmem.structures.isolation import ModuleMemory
 from reflexmem.structures.model import (

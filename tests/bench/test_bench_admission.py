@@ -3,7 +3,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from infra.cli import app
+from apps.cli import app
 
 KEYS = {"rows", "backend", "ingest_admit_s", "bare_load_s", "ratio", "peak_rss_mb"}
 

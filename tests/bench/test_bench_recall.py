@@ -7,8 +7,8 @@ import json
 import polars as pl
 from typer.testing import CliRunner
 
-from infra.bench_recall_corpus import MODE_BASE, MODE_STRIDE, MODE_WORDS, case_frames, relevance_set
-from infra.cli import app
+from apps.bench.recall_corpus import MODE_BASE, MODE_STRIDE, MODE_WORDS, case_frames, relevance_set
+from apps.cli import app
 
 
 def test_relevance_labels_are_exactly_the_eligible_cases_sharing_role_symbol_mode() -> None:

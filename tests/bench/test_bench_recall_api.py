@@ -3,7 +3,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from infra.cli import app
+from apps.cli import app
 
 
 @pytest.mark.parametrize(

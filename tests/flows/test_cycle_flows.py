@@ -8,13 +8,13 @@ import anyio
 import pytest
 import sqlalchemy as sa
 
-from infra import migrate
-from infra.db import make_engine
-from infra.resources import build_resources
-from reflexmem.ael.panel import load_dfull
+from adapters import migrate
+from adapters.db import make_engine
+from adapters.resources import build_resources
 from reflexmem.ledger.checksums import excluded_columns, table_checksums
-from reflexmem.maturation.dfull_bars import write_dfull_bars
 from reflexmem.operations.cycle import CycleParams, DirectRunner, run_cycle
+from reflexmem.prices.dfull_bars import write_dfull_bars
+from reflexmem.prices.panel import load_dfull
 from reflexmem.settings import Settings
 from reflexmem.synth import generate, write_stream
 from tests.support import scalar

@@ -5,8 +5,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from infra import migrate
-from infra.db import make_engine
+from adapters import migrate
+from adapters.db import make_engine
 from reflexmem.memory.ledger_agents import MemoryLedger
 
 

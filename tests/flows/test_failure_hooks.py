@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from infra import migrate
-from infra.db import make_engine
-from infra.flow_failures import recent_failures
+from adapters import migrate
+from adapters.db import make_engine
+from adapters.flow_failures import recent_failures
 from reflexmem.settings import Settings
 
 

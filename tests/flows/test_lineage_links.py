@@ -7,11 +7,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from infra import migrate
-from infra.db import make_engine
-from infra.tracking_context import existing_client
-from reflexmem.ael.panel import load_dfull
-from reflexmem.maturation.dfull_bars import write_dfull_bars
+from adapters import migrate
+from adapters.db import make_engine
+from adapters.tracking.context import existing_client
+from reflexmem.prices.dfull_bars import write_dfull_bars
+from reflexmem.prices.panel import load_dfull
 from reflexmem.settings import Settings
 from reflexmem.synth import generate, write_stream
 

@@ -7,14 +7,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from infra import migrate
-from infra.db import make_engine
-from infra.resources import build_resources
+from adapters import migrate
+from adapters.db import make_engine
+from adapters.resources import build_resources
 from reflexmem.ledger.checksums import table_checksums
-from reflexmem.maturation.dfull_bars import write_dfull_bars
 from reflexmem.operations import intake
 from reflexmem.operations.cycle import DirectRunner, run_audit, run_generation, run_shadow
 from reflexmem.operations.resources import Resources
+from reflexmem.prices.dfull_bars import write_dfull_bars
 from reflexmem.settings import Settings
 from tests.integration.skill_data import clock_between, reflected
 
@@ -81,7 +81,7 @@ def test_skill_flows_leave_the_ledger_the_direct_sequence_leaves(tmp_path: Path)
 
 
 def test_each_skill_flow_is_a_deployment_with_a_schedule(tmp_path: Path) -> None:
-    from infra.deployments import AUDIT, CANDIDATE_GENERATION, SHADOW_EVALUATION, deployments
+    from apps.deploy.deployments import AUDIT, CANDIDATE_GENERATION, SHADOW_EVALUATION, deployments
 
     settings = Settings(home=tmp_path, database_url=f"sqlite:///{tmp_path / 'l.sqlite'}")
     built = {d.name: d for d in deployments(settings)}

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from infra import migrate
-from infra.db import make_engine
-from infra.tracking_structures import StructureRegistry
+from adapters import migrate
+from adapters.db import make_engine
+from adapters.tracking.structures import StructureRegistry
 from reflexmem.structures import persist
 
 
@@ -53,7 +53,7 @@ def test_structure_search_flow_registers_the_winner_and_publishes_the_archive(
 
 
 def test_structure_search_has_a_deployment() -> None:
-    from infra.deployments import STRUCTURE_SEARCH, specs
+    from apps.deploy.deployments import STRUCTURE_SEARCH, specs
 
     found = {s.name: s for s in specs()}
     assert found[STRUCTURE_SEARCH].cron == "30 3 * * *"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from infra.db import make_engine
+from adapters.db import make_engine
 from reflexmem.executor import Caller, Effect, Tool, ToolExecutor
 from reflexmem.executor_ledger import LedgerIdempotency
 

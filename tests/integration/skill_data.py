@@ -14,8 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-from infra import demo_skills
-from reflexmem.ael.panel import load_dfull
+from apps.demo import skills as demo_skills
 from reflexmem.operations import intake
 from reflexmem.operations.cycle import (
     CycleParams,
@@ -26,6 +25,7 @@ from reflexmem.operations.cycle import (
     run_reflection,
 )
 from reflexmem.operations.resources import Resources
+from reflexmem.prices.panel import load_dfull
 from reflexmem.synth import generate, write_stream
 from tests.support import AS_OF
 

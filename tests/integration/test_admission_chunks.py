@@ -6,9 +6,9 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from adapters import migrate
+from adapters.db import make_engine
 from expectations.runner import validate_admission
-from infra import migrate
-from infra.db import make_engine
 from reflexmem.admission.admit import admit
 from reflexmem.ledger.checksums import table_checksums
 from reflexmem.operations import intake

@@ -14,9 +14,9 @@ import polars as pl
 import pytest
 import sqlalchemy as sa
 
-from reflexmem.admission.settlement import OWN_POSITION_COLUMNS, OWN_POSITION_JOINS
 from reflexmem.admission.stage import stage_candidates
 from reflexmem.ledger.bulk import read_frame
+from reflexmem.maturation.settlement import OWN_POSITION_COLUMNS, OWN_POSITION_JOINS
 from reflexmem.operations import intake
 from reflexmem.operations.resources import Resources
 from reflexmem.synth import write_stream

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from infra.olps import PEERS, PeerJob, load_classic_panel
+from apps.bench.olps import PEERS, PeerJob, load_classic_panel
 from reflexmem.ael.run import panel_inputs, run_benchmark
 from reflexmem.synth import synthetic_prices
 

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from pydantic import SecretStr
 
-from infra.api import LoopbackServer, create_app
+from apps.service.api import LoopbackServer, create_app
 from reflexmem.operations import reflection
 from reflexmem.operations.resources import Resources
 from reflexmem.settings import MemoryMode, Settings
@@ -258,7 +258,7 @@ def test_reflexmem_api_refuses_to_start_without_a_token(
 ) -> None:
     from typer.testing import CliRunner
 
-    from infra.cli import app
+    from apps.cli import app
 
     monkeypatch.setenv("REFLEX_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("REFLEX_API_TOKEN", raising=False)

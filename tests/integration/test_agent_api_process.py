@@ -12,8 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from infra import migrate
-from infra.db import make_engine
+from adapters import migrate
+from adapters.db import make_engine
 
 TOKEN = "process-token-5d2e9a"
 
@@ -33,7 +33,7 @@ def test_reflexmem_api_serves_and_logs_requests_without_the_token(tmp_path: Path
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REFLEX_", "ROLE_MEMORY"))}
     env |= {"REFLEX_HOME": str(home), "REFLEX_API_TOKEN": TOKEN, "ROLE_MEMORY_MODE": "shadow"}
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from infra.cli import main; main()", "api", "--port", str(port)],
+        [sys.executable, "-c", "from apps.cli import main; main()", "api", "--port", str(port)],
         env=env,
         cwd=Path(__file__).resolve().parents[2],
         stdout=subprocess.PIPE,

@@ -12,9 +12,9 @@ import sqlalchemy as sa
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from infra import migrate
-from infra.db import make_engine
-from infra.mcp_server import build_mcp
+from adapters import migrate
+from adapters.db import make_engine
+from apps.service.mcp_server import build_mcp
 from reflexmem.operations import reflection
 from reflexmem.settings import MemoryMode
 from tests.integration.test_agent_api import DECISION, PREVIEW
@@ -36,7 +36,7 @@ def test_reflexmem_mcp_over_stdio_lists_and_calls_the_tools(tmp_path: Path) -> N
     env |= {"REFLEX_HOME": str(home), "ROLE_MEMORY_MODE": "shadow"}
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-c", "from infra.cli import main; main()", "mcp"],
+        args=["-c", "from apps.cli import main; main()", "mcp"],
         env=env,
         cwd=str(Path(__file__).resolve().parents[2]),
     )

@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 from expectations.bars import validate_bars
 from reflexmem.ingest.load import IngestReport, ingest_files
 from reflexmem.ingest.read import IngestError
-from reflexmem.maturation.dfull_bars import write_dfull_bars
-from reflexmem.maturation.prices import dfull_prices
-from reflexmem.maturation.providers import LedgerPrices
+from reflexmem.prices.dfull_bars import write_dfull_bars
+from reflexmem.prices.providers import LedgerPrices
+from reflexmem.prices.series import dfull_prices
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 COLUMNS = ("symbol", "ts", "open", "high", "low", "close", "volume")
@@ -302,7 +302,7 @@ def test_dfull_through_ingest_reads_back_as_dfull_prices(engine: sa.Engine, tmp_
 def test_the_cli_prints_quarantined_counts_and_exits_2_on_a_parse_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infra.cli import app
+    from apps.cli import app
 
     monkeypatch.setenv("REFLEX_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("REFLEX_DATABASE_URL", raising=False)

@@ -25,16 +25,16 @@ import polars as pl
 import pytest
 import sqlalchemy as sa
 
-from infra.bench_support import scratch_url
-from infra.resources import build_resources
-from reflexmem.ael.panel import load_dfull
-from reflexmem.maturation.dfull_bars import write_dfull_bars
+from adapters.resources import build_resources
+from apps.bench.support import scratch_url
 from reflexmem.operations import intake
+from reflexmem.prices.dfull_bars import write_dfull_bars
+from reflexmem.prices.panel import load_dfull
 from reflexmem.settings import Settings
 from reflexmem.synth import generate, write_stream
 from tests.support import mature_and_evaluate
 
-CLI = [sys.executable, "-c", "from infra.cli import main; main()"]
+CLI = [sys.executable, "-c", "from apps.cli import main; main()"]
 ID_COLUMNS = (
     "decision_id",
     "preview_id",
@@ -102,7 +102,7 @@ def test_eight_admissions_and_four_reflections_at_once(
         eligible_before = _one(engine, "SELECT COUNT(*) FROM role_cases WHERE state = 'eligible'")
         assert eligible_before > 100
 
-        cli = " ".join(CLI[:2]) + ' "from infra.cli import main; main()"'
+        cli = " ".join(CLI[:2]) + ' "from apps.cli import main; main()"'
         commands: list[list[str]] = [[*CLI, "admit", "--json"] for _ in range(8)]
         commands += [["bash", "-c", f"{cli} reflect --json && {cli} episodes --json"]] * 4
         start = time.perf_counter()

@@ -17,9 +17,9 @@ import numpy as np
 import polars as pl
 import sqlalchemy as sa
 
-from reflexmem.ael.panel import PricePanel
-from reflexmem.maturation import LedgerPrices
 from reflexmem.operations.cycle import CycleParams, DirectRunner, run_cycle
+from reflexmem.prices import LedgerPrices
+from reflexmem.prices.panel import PricePanel
 from reflexmem.synth import generate, write_stream
 from tests.support import make_resources, scalar
 

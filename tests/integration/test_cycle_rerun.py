@@ -12,16 +12,16 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from reflexmem.ael.panel import load_dfull
 from reflexmem.ledger.checksums import table_checksums
-from reflexmem.maturation.dfull_bars import write_dfull_bars
 from reflexmem.operations.cycle import CycleParams, DirectRunner, run_cycle
+from reflexmem.prices.dfull_bars import write_dfull_bars
+from reflexmem.prices.panel import load_dfull
 from reflexmem.synth import generate, write_stream
 from tests.support import AS_OF, make_resources
 
 
 def test_a_second_cycle_changes_no_table(engine: sa.Engine, tmp_path: Path) -> None:
-    from reflexmem.maturation import LedgerPrices
+    from reflexmem.prices import LedgerPrices
 
     drop = tmp_path / "drop"
     write_dfull_bars(drop)

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from infra.cli import app
-from infra.doctor import run_doctor
+from apps.cli import app
+from apps.deploy.doctor import run_doctor
 from reflexmem.operations import intake
 from reflexmem.settings import Settings
 from tests.integration.ledger_data import write_small

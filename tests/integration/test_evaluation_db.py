@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 import reflexmem.ledger.reflection_models  # noqa: F401  (registers tables for TRUNCATE)
-from infra.tracking_eval import EXPERIMENT, EvaluationTracker
+from adapters.tracking.eval import EXPERIMENT, EvaluationTracker
 from reflexmem.evaluation import (
     COMPONENTS,
     PromotionError,
@@ -18,8 +18,9 @@ from reflexmem.evaluation import (
     replay,
     role_statistics,
 )
-from reflexmem.maturation import MappingPrices, mature_cases
+from reflexmem.maturation import mature_cases
 from reflexmem.operations import evaluation
+from reflexmem.prices import MappingPrices
 from tests.support import (
     AS_OF,
     dfull_mapping,

@@ -166,7 +166,7 @@ def test_a_dangling_reference_fails_the_whole_ingest(engine: sa.Engine, tmp_path
 def test_the_cli_exits_non_zero_and_names_the_problem(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infra.cli import app
+    from apps.cli import app
 
     monkeypatch.setenv("REFLEX_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("REFLEX_DATABASE_URL", raising=False)

@@ -13,10 +13,10 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from reflexmem.ingest.lengths import CODE_CHARS, ID_CHARS
 from reflexmem.ingest.load import ingest_files
 from reflexmem.ingest.read import IngestError
 from reflexmem.ingest.schemas import SCHEMAS
+from reflexmem.ledger.lengths import CODE_CHARS, ID_CHARS
 from reflexmem.ledger.models import Base
 from reflexmem.synth import write_stream
 from tests.integration.ledger_data import small_stream
@@ -167,7 +167,7 @@ def test_schema_lengths_are_the_model_lengths() -> None:
 def test_the_cli_exits_2_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infra.cli import app
+    from apps.cli import app
 
     monkeypatch.setenv("REFLEX_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("REFLEX_DATABASE_URL", raising=False)

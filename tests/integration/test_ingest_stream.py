@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 import sqlalchemy as sa
 
-from infra import migrate
-from infra.db import make_engine
+from adapters import migrate
+from adapters.db import make_engine
 from reflexmem.ingest.load import ingest_files
 from reflexmem.ingest.read import IngestError
 from reflexmem.ledger.checksums import table_checksums

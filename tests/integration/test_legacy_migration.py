@@ -10,8 +10,8 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from infra.backup import table_digests
-from infra.cli import app
+from adapters.backup import table_digests
+from apps.cli import app
 from reflexmem.operations import intake
 from tests.integration.ledger_data import write_small
 from tests.support import make_resources, scalar

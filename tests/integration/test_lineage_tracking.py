@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 import sqlalchemy as sa
 
-from infra.lineage import Links, trace
-from infra.tracking_eval import EvaluationTracker
-from infra.tracking_sets import digest
+from adapters.lineage import Links, trace
+from adapters.tracking.eval import EvaluationTracker
+from adapters.tracking.sets import digest
 from reflexmem.operations import evaluation, reflection
 from reflexmem.operations.cycle import CycleParams, DirectRunner, run_maturation
 from tests.support import AS_OF, make_resources, registry, seed_ledger

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
+from reflexmem.ledger.enums import EntryState
 from reflexmem.memory import FrozenError, InMemoryStore, MemoryEntry, Tier, distill_window
 from reflexmem.memory.bandit import BanditState
 from reflexmem.memory.cycle import EpisodeInput
-from reflexmem.memory.entries import EntryState
 from reflexmem.memory.ledger_agents import MemoryLedger
 from reflexmem.memory.ledger_store import LedgerMemoryStore
 from reflexmem.memory.policies import default_policies

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
-from infra import migrate
+from adapters import migrate
 from reflexmem.memory.cycle import EpisodeInput
 from reflexmem.memory.ledger_agents import MemoryLedger
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from infra import migrate
-from infra.db import make_engine
-from infra.migrations.sqlite_role_cases import TRIGGERS
+from adapters import migrate
+from adapters.db import make_engine
+from adapters.migrations.sqlite_role_cases import TRIGGERS
 
 NOW = "2025-02-01 00:00:00.000000"
 

@@ -62,7 +62,7 @@ def test_the_database_itself_refuses_a_second_consumption(
 
 @pytest.mark.postgres
 def test_sixteen_concurrent_consumers_one_winner(pg_url: str, tmp_path: Path) -> None:
-    from infra.db import make_engine
+    from adapters.db import make_engine
     from tests.conftest import _truncate
 
     engine = make_engine(pg_url, poolclass=sa.pool.NullPool)  # 16 threads, 16 connections

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 def test_a_query_starting_with_a_dash_is_query_text(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, words: list[str], terms: list[str]
 ) -> None:
-    from infra.cli import app
+    from apps.cli import app
     from reflexmem.settings import runtime_mode
 
     monkeypatch.setenv("REFLEX_HOME", str(tmp_path / "home"))

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reflexmem.ledger.bulk import bulk_insert
-from reflexmem.memory.entries import EntryState, MemoryEntry, Tier
+from reflexmem.ledger.enums import EntryState, Tier
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.ledger_mirror import role_namespace
 from reflexmem.memory.ledger_store import LedgerMemoryStore
 from reflexmem.recall import (

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from reflexmem.memory.entries import Tier
+from reflexmem.ledger.enums import Tier
 from reflexmem.memory.ledger_agents import MemoryLedger
 from reflexmem.operations import memory, reflection
 from reflexmem.operations.recall import recall

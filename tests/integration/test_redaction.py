@@ -24,13 +24,13 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from infra.bench_support import scratch_url
-from infra.resources import build_resources
-from reflexmem.ael.panel import load_dfull
+from adapters.resources import build_resources
+from apps.bench.support import scratch_url
 from reflexmem.ledger.models import Base
-from reflexmem.maturation.dfull_bars import write_dfull_bars
 from reflexmem.operations import intake
 from reflexmem.operations.cycle import CycleParams, DirectRunner, run_cycle
+from reflexmem.prices.dfull_bars import write_dfull_bars
+from reflexmem.prices.panel import load_dfull
 from reflexmem.redact import MASK, known_secrets, redact, secret_values
 from reflexmem.settings import Settings
 from reflexmem.synth import generate, write_stream

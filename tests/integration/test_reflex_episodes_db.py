@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from infra.cli import app
+from apps.cli import app
 from reflexmem.executor import RetryableToolError, Tool, ToolExecutor
 from reflexmem.executor_ledger import LedgerIdempotency
 from reflexmem.ledger.reflex_enums import ReviewKind, ReviewStatus, SkillState

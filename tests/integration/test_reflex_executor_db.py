@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel
 
-from infra.db import make_engine
+from adapters.db import make_engine
 from reflexmem.executor import (
     CallCode,
     Caller,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from infra.tracking_skills import SkillTracker, model_name, register_tracked, transition_tracked
+from adapters.tracking.skills import SkillTracker, model_name, register_tracked, transition_tracked
 from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.reflex.lifecycle import EvidenceKind, LifecycleError
 from reflexmem.reflex.versions import transitions_of, version_info
@@ -36,8 +36,8 @@ def walk(engine: sa.Engine, tracker: SkillTracker, skill_id: str, version: int) 
 
 @pytest.fixture
 def sqlite_engine(tmp_path: Path) -> Iterator[sa.Engine]:
-    from infra import migrate
-    from infra.db import make_engine
+    from adapters import migrate
+    from adapters.db import make_engine
 
     eng = make_engine(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
     migrate.upgrade(eng)

@@ -19,11 +19,11 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from reflexmem.ael.panel import load_dfull
 from reflexmem.ledger.audit import ledger_counts
 from reflexmem.operations import intake
 from reflexmem.operations.cycle import DirectRunner, run_memory, run_reflection
 from reflexmem.operations.resources import Resources
+from reflexmem.prices.panel import load_dfull
 from reflexmem.recall import RecallConstraints
 from reflexmem.recall import recall as recall_cases
 from reflexmem.recall.taint import tainted_entries
@@ -184,7 +184,7 @@ def test_maturation_never_matures_a_self_contradicting_settlement(
 def test_a_refused_preview_consumption_is_kept_in_quarantine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infra.cli import app
+    from apps.cli import app
 
     monkeypatch.setenv("REFLEX_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("REFLEX_DATABASE_URL", raising=False)
@@ -208,7 +208,7 @@ def test_a_refused_preview_consumption_is_kept_in_quarantine(
         out = runner.invoke(app, args)
         assert out.exit_code == 1, out.output
         assert "kept in quarantine" in out.output
-    from infra.db import make_engine
+    from adapters.db import make_engine
 
     engine = make_engine(f"sqlite:///{tmp_path / 'home' / 'ledger.sqlite'}")
     try:

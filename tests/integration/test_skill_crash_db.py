@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from infra import migrate
-from infra.db import make_engine
-from infra.tracking_skills import SkillTracker
+from adapters import migrate
+from adapters.db import make_engine
+from adapters.tracking.skills import SkillTracker
 from reflexmem.ledger.checksums import table_checksums
 from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.operations.cycle import DirectRunner, run_skills

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from infra import migrate
-from infra.db import make_engine
+from adapters import migrate
+from adapters.db import make_engine
 from reflexmem.ledger.checksums import table_checksums
 from reflexmem.operations.cycle import DirectRunner, run_skills
 from reflexmem.operations.resources import Resources

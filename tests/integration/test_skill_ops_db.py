@@ -80,8 +80,8 @@ def test_every_skill_version_is_in_the_mlflow_registry_with_parent_and_evidence(
 ) -> None:
     if engine.dialect.name != "sqlite":
         pytest.skip("the registry does not depend on the ledger's backend")
-    from infra.demo_skills import stricter_variant
-    from infra.tracking_skills import SkillTracker, model_name
+    from adapters.tracking.skills import SkillTracker, model_name
+    from apps.demo.skills import stricter_variant
 
     tracker = SkillTracker(mlflow_uri, artifact_root=tmp_path / "artifacts")
     res = replace(make_resources(engine), skill_tracker=tracker)

@@ -7,8 +7,8 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-from infra.structures_service import Targets, run_all, show
-from infra.tracking_structures import MODEL, StructureRegistry
+from adapters.structures_service import Targets, run_all, show
+from adapters.tracking.structures import MODEL, StructureRegistry
 from reflexmem.structures import operations as ops
 from reflexmem.structures import persist, rollout
 from reflexmem.structures.evaluate import replay

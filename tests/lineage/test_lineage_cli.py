@@ -9,9 +9,9 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from infra.db import make_engine
-from infra.lineage import KINDS, pick_decision
-from infra.tracking_context import existing_client
+from adapters.db import make_engine
+from adapters.lineage import KINDS, pick_decision
+from adapters.tracking.context import existing_client
 from reflexmem.settings import Settings
 
 CLI = str(Path(sys.executable).with_name("reflexmem"))

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from infra.lineage import pick_decision
-from infra.resources import build_resources
-from infra.tracking_context import existing_client
+from adapters.lineage import pick_decision
+from adapters.resources import build_resources
+from adapters.tracking.context import existing_client
 from reflexmem.operations import evaluation
 from reflexmem.operations.cycle import CycleReport
 from reflexmem.settings import Settings

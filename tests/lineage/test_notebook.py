@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from infra.db import make_engine
+from adapters.db import make_engine
 from reflexmem.settings import Settings
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "lineage_review.py"

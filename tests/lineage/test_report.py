@@ -9,7 +9,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from infra.db import make_engine
+from adapters.db import make_engine
 from reflexmem.settings import Settings
 from tests.browser import chromium, screenshot_spread
 

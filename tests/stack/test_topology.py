@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from infra import migrate
-from infra.db import make_engine
-from infra.deployments import MATURATION
-from infra.stack import _api, deploy_stack, down, read_state, up
-from infra.stack_processes import is_ours
+from adapters import migrate
+from adapters.db import make_engine
+from apps.deploy.deployments import MATURATION
+from apps.deploy.processes import is_ours
+from apps.deploy.stack import _api, deploy_stack, down, read_state, up
 from reflexmem.settings import Settings
 from tests.conftest import PG_ADMIN_URL, _pg_admin
 

@@ -11,9 +11,9 @@ from reflexmem.ael.agent import (
     plan_allocation,
 )
 from reflexmem.ael.environment import MarketEnvironment
-from reflexmem.ael.panel import PricePanel
 from reflexmem.ael.splits import Split
 from reflexmem.ael.tools import run_tools
+from reflexmem.prices.panel import PricePanel
 
 TEST = Split("test", 168, 208)
 

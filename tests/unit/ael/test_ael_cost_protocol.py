@@ -14,9 +14,9 @@ from reflexmem.ael.baselines import (
     momentum_weights,
 )
 from reflexmem.ael.metrics import compute_metrics
-from reflexmem.ael.panel import FloatArray, PricePanel
 from reflexmem.ael.splits import ChronoSplits
 from reflexmem.ael.table import DEFAULT_COST_BPS, run_episodes, run_table
+from reflexmem.prices.panel import FloatArray, PricePanel
 
 RULES: dict[str, Callable[[FloatArray], FloatArray]] = {
     "equal_weight": lambda c: equal_weights(c.shape[1]),

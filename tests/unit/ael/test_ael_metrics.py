@@ -25,9 +25,9 @@ from reflexmem.ael.metrics import (
     tail_ratio,
     win_rate,
 )
-from reflexmem.ael.panel import PricePanel
 from reflexmem.ael.splits import ChronoSplits
 from reflexmem.ael.table import run_episodes
+from reflexmem.prices.panel import PricePanel
 
 T_ANN = 1008
 

@@ -7,8 +7,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from reflexmem.ael.panel import PricePanel, default_dfull_root, load_dfull, load_panel
 from reflexmem.ael.splits import split_by_dates
+from reflexmem.prices.panel import PricePanel, default_dfull_root, load_dfull, load_panel
 
 STAMPS = [
     "2025-03-07 15:30:00-05:00",

@@ -7,7 +7,6 @@ import pytest
 
 from reflexmem.ael.agent import ToolsAgent
 from reflexmem.ael.environment import MarketEnvironment
-from reflexmem.ael.panel import PricePanel, default_dfull_root
 from reflexmem.ael.pit_guard import (
     DFULL_SNAPSHOT_DOCUMENTED_AS_OF,
     Evidence,
@@ -16,6 +15,7 @@ from reflexmem.ael.pit_guard import (
     load_dfull_snapshots,
 )
 from reflexmem.ael.splits import Split
+from reflexmem.prices.panel import PricePanel, default_dfull_root
 
 DECISION = datetime(2025, 3, 10, 14, 30, tzinfo=UTC)
 

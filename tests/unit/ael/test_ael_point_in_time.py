@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from reflexmem.ael.environment import MarketEnvironment, MarketView
-from reflexmem.ael.panel import PricePanel
 from reflexmem.ael.splits import Split
 from reflexmem.ael.table import get_method
+from reflexmem.prices.panel import PricePanel
 
 METHODS = ["equal_weight", "momentum", "min_variance", "inverse_momentum", "stateless", "tools"]
 POISON_AT = 150

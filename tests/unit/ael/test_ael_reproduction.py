@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from reflexmem.ael.metrics import compute_metrics
-from reflexmem.ael.panel import PricePanel
 from reflexmem.ael.splits import ChronoSplits
 from reflexmem.ael.table import BASELINES, run_episodes, run_table
+from reflexmem.prices.panel import PricePanel
 
 # Paper Table 2, test split, 0 bp: (Sharpe, Return %).
 PAPER_TEST = {

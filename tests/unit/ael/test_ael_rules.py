@@ -9,7 +9,6 @@ from reflexmem.ael.baselines import (
     momentum_weights,
 )
 from reflexmem.ael.environment import MarketEnvironment
-from reflexmem.ael.panel import FloatArray, PricePanel
 from reflexmem.ael.pricing import price_path
 from reflexmem.ael.regimes import REGIMES, regime_at, regime_codes
 from reflexmem.ael.rules import (
@@ -21,6 +20,7 @@ from reflexmem.ael.rules import (
     rule_weights,
 )
 from reflexmem.ael.splits import ChronoSplits, walk_forward
+from reflexmem.prices.panel import FloatArray, PricePanel
 from reflexmem.synth import synthetic_prices
 
 

@@ -9,7 +9,6 @@ import pytest
 from reflexmem.ael.baselines import EqualWeight
 from reflexmem.ael.environment import Episode
 from reflexmem.ael.metrics import compute_metrics
-from reflexmem.ael.panel import PricePanel
 from reflexmem.ael.plots import plot_equity_curves
 from reflexmem.ael.splits import ChronoSplits
 from reflexmem.ael.table import (
@@ -22,6 +21,7 @@ from reflexmem.ael.table import (
     run_table,
     unregister_method,
 )
+from reflexmem.prices.panel import PricePanel
 
 
 def test_rows_have_exactly_the_documented_keys_and_seed_none_for_baselines(

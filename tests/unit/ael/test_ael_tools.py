@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from reflexmem.ael.environment import MarketView
-from reflexmem.ael.panel import PricePanel
 from reflexmem.ael.splits import ChronoSplits
 from reflexmem.ael.tools import correlations, momentum, quant_risk, risk_score, technicals
+from reflexmem.prices.panel import PricePanel
 
 
 def _view(closes: list[list[float]]) -> MarketView:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from reflexmem.ael.panel import PricePanel, load_panel
+from reflexmem.prices.panel import PricePanel, load_panel
 from tests.unit.ael_learning.synthetic import write_wide_csv
 
 

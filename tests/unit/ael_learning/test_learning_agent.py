@@ -5,12 +5,13 @@ import pytest
 
 from reflexmem.ael.environment import Episode, MarketEnvironment
 from reflexmem.ael.learning import LEARNING_METHODS, RuleAgent, agent_session
-from reflexmem.ael.panel import PricePanel
 from reflexmem.ael.roles import evidence_for
 from reflexmem.ael.splits import ChronoSplits, Split, split_by_fractions
 from reflexmem.ael.table import Row, get_method, run_table
-from reflexmem.memory.entries import FrozenError, MemoryEntry, Tier
+from reflexmem.ledger.enums import Tier
+from reflexmem.memory.entries import FrozenError, MemoryEntry
 from reflexmem.memory.store import QUALITY_FLOOR
+from reflexmem.prices.panel import PricePanel
 from reflexmem.synth import synthetic_prices
 
 

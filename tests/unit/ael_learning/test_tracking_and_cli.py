@@ -8,9 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 from reflexmem.ael.learning import LEARNING_METHODS
-from reflexmem.ael.panel import PricePanel
 from reflexmem.ael.results import ALL_ROW_KEYS
 from reflexmem.ael.run import run_benchmark
+from reflexmem.prices.panel import PricePanel
 
 METHODS = ["equal_weight", "momentum", "val_selected_rule", "tools", "memory", "ael"]
 
@@ -18,7 +18,7 @@ METHODS = ["equal_weight", "momentum", "val_selected_rule", "tools", "memory", "
 def test_mlflow_lineage_has_a_parent_with_the_prices_and_nested_runs_per_method_and_seed(
     mlflow_uri: str, synthetic: PricePanel, synthetic_csv: Path, tmp_path: Path
 ) -> None:
-    from infra.tracking_ael import log_benchmark
+    from apps.bench.ael_tracking import log_benchmark
     from reflexmem.ael.learning_plots import write_plots
 
     warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -78,7 +78,7 @@ def test_mlflow_lineage_has_a_parent_with_the_prices_and_nested_runs_per_method_
 
 
 def test_cli_writes_json_rows_and_png_plots(synthetic_csv: Path, tmp_path: Path) -> None:
-    from infra.cli import app
+    from apps.cli import app
 
     out = tmp_path / "out.json"
     plots = tmp_path / "plots"
@@ -129,7 +129,7 @@ def test_cli_writes_json_rows_and_png_plots(synthetic_csv: Path, tmp_path: Path)
 def test_cli_accepts_comma_separated_and_repeated_methods(
     synthetic_csv: Path, tmp_path: Path
 ) -> None:
-    from infra.cli import app
+    from apps.cli import app
 
     out = tmp_path / "out.json"
     res = CliRunner().invoke(

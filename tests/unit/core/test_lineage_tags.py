@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import polars as pl
 
-from infra.prefect_markdown import markdown, mlflow_runs
-from infra.tracking_context import TAG_LIMIT, member_tag, model_version_url, run_url
-from infra.tracking_sets import digest, set_tags
+from adapters.tracking.context import TAG_LIMIT, member_tag, model_version_url, run_url
+from adapters.tracking.sets import digest, set_tags
+from flows.markdown import markdown, mlflow_runs
 
 
 def test_member_tags_match_one_member_exactly_and_stay_under_the_limit() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from reflexmem.evaluation import COMPONENTS, compute_components, get_profile, long_components
 from reflexmem.evaluation.profiles import BenchmarkProfile
-from reflexmem.maturation.prices import MappingPrices, PriceSeries
+from reflexmem.prices.series import MappingPrices, PriceSeries
 
 T0 = np.datetime64("2025-01-01T00:00", "us")
 

@@ -6,8 +6,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from reflexmem.maturation import decide_maturity, dfull_prices, settle_frame
-from reflexmem.maturation.prices import (
+from reflexmem.maturation import decide_maturity, settle_frame
+from reflexmem.prices import dfull_prices
+from reflexmem.prices.series import (
     MappingPrices,
     PriceSeries,
     last_at_or_before,

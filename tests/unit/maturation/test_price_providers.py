@@ -7,15 +7,15 @@ import numpy as np
 import polars as pl
 import pytest
 
-from reflexmem.ael.panel import default_dfull_root
-from reflexmem.maturation.prices import (
+from reflexmem.prices.panel import default_dfull_root
+from reflexmem.prices.providers import PanelPrices, PriceProvider
+from reflexmem.prices.series import (
     MappingPrices,
     PriceSeries,
     Unsettled,
     dfull_prices,
     unsettled_reasons,
 )
-from reflexmem.maturation.providers import PanelPrices, PriceProvider
 
 T0 = np.datetime64("2025-01-06T14:30", "us")
 H = np.timedelta64(1, "h")

@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from reflexmem.ledger.enums import EntryState, Tier
 from reflexmem.memory.distill import (
     DistillConfig,
     Polarity,
@@ -10,7 +11,7 @@ from reflexmem.memory.distill import (
     procedural_id,
     window_key,
 )
-from reflexmem.memory.entries import EntryState, MemoryEntry, Tier
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.loop import LearningLoop
 from reflexmem.memory.policies import FULL_DETAILED, retrieve
 from reflexmem.memory.schedule import LearningSchedule

@@ -4,8 +4,9 @@ from typing import Any
 
 import pytest
 
+from reflexmem.ledger.enums import EntryState, Tier
 from reflexmem.memory.bandit import BanditState, CreditMode
-from reflexmem.memory.entries import EntryState, FrozenError, MemoryEntry, Tier
+from reflexmem.memory.entries import FrozenError, MemoryEntry
 from reflexmem.memory.loop import EpisodeReport, LearningLoop
 from reflexmem.memory.policies import default_policies
 from reflexmem.memory.schedule import LearningSchedule

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reflexmem.memory.entries import EntryState, MemoryEntry, Tier
+from reflexmem.ledger.enums import EntryState, Tier
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.merge import MergeConfig, distill_merged
 from reflexmem.memory.store import InMemoryStore
 

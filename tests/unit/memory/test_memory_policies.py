@@ -1,6 +1,7 @@
 import pytest
 
-from reflexmem.memory.entries import EntryState, MemoryEntry, Tier
+from reflexmem.ledger.enums import EntryState, Tier
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.policies import (
     AGGRESSIVE_LEARNER,
     COMPRESSED,

@@ -1,7 +1,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reflexmem.memory.entries import EntryState, MemoryEntry, Tier
+from reflexmem.ledger.enums import EntryState, Tier
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.policies import RetrievalPolicy, default_policies, retrieve
 from reflexmem.memory.store import InMemoryStore
 

@@ -3,7 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from reflexmem.memory.entries import MemoryEntry, Tier
+from reflexmem.ledger.enums import Tier
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.ranking import (
     MatchFn,
     TokenOverlapMatcher,

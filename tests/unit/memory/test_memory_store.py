@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from reflexmem.memory.entries import EntryState, FrozenError, MemoryEntry, Tier
+from reflexmem.ledger.enums import EntryState, Tier
+from reflexmem.memory.entries import FrozenError, MemoryEntry
 from reflexmem.memory.store import DEFAULT_CAP, InMemoryStore, MemoryStore
 
 

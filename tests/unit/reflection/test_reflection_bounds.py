@@ -157,7 +157,7 @@ def test_a_trickled_body_fails_at_the_time_limit(serve: Any, case: ReflectionInp
 
 
 def test_the_limits_come_from_settings() -> None:
-    from infra.resources import reflection_setup
+    from adapters.resources import reflection_setup
     from reflexmem.settings import LLMSettings
 
     setup = reflection_setup(

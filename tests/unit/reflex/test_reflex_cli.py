@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from infra.cli import app
+from apps.cli import app
 from reflexmem.reflex.skills import SKILLS_DIR
 
 
@@ -28,8 +28,8 @@ def test_skills_check_passes_the_shipped_files_and_names_a_bad_one(tmp_path: Pat
 def test_skills_propose_refuses_a_widening_file_with_its_field(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from infra import migrate
-    from infra.db import make_engine
+    from adapters import migrate
+    from adapters.db import make_engine
 
     monkeypatch.setenv("REFLEX_HOME", str(tmp_path))
     engine = make_engine(f"sqlite:///{tmp_path / 'ledger.sqlite'}")

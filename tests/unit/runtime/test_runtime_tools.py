@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from reflexmem.memory.entries import Tier
+from reflexmem.ledger.enums import Tier
 from reflexmem.recall import RecallConstraints, RecallHit, RecallResult
 from reflexmem.runtime import (
     CaseTextLeak,

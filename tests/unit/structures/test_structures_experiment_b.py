@@ -64,7 +64,7 @@ def test_selection_from_all_shared_chooses_by_the_operators(
 
 
 def test_experiment_b_command_prints_the_issue_shape() -> None:
-    from infra.cli import app
+    from apps.cli import app
 
     out = CliRunner().invoke(app, ["experiment", "b", "--json"])
     assert out.exit_code == 0, out.output

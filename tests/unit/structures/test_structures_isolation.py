@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from reflexmem.memory.entries import MemoryEntry, Tier
+from reflexmem.ledger.enums import Tier
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.policies import default_policies
 from reflexmem.structures.isolation import Broker, ScopedMemory
 from reflexmem.structures.model import Limits, Structure

@@ -1,0 +1,1 @@
+"""MLflow adapters: evaluation, reflection, skill, structure and AEL runs, the registry."""

@@ -1,0 +1,1 @@
+"""Benchmarks: CLI commands that print JSON, each beside its honest floor."""

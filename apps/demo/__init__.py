@@ -1,0 +1,1 @@
+"""`reflexmem demo`: the main job on the embedded defaults, stage by stage."""

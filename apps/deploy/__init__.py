@@ -1,0 +1,1 @@
+"""Deployment: the production stack, Prefect deployments and the doctor that checks them."""

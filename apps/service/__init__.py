@@ -1,0 +1,1 @@
+"""Agent services: the HTTP API and the MCP server over one set of agent tools."""

@@ -1,0 +1,205 @@
+"""`reflexmem api`: the agent tools over HTTP, so an agent never starts a CLI process.
+
+A `reflexmem recall` process pays seconds of imports before it answers; a running
+service answers in milliseconds. `create_app` builds a FastAPI app over `Resources`
+whose endpoints call the tools of `apps/service/agent_tools.py` (each one operation) and
+nothing else. Every request must carry `Authorization: Bearer <REFLEX_API_TOKEN>`
+(401 otherwise, before any routing); the app refuses to be built without a token. The
+recall endpoint is registered only in active mode: in shadow mode it does not exist
+(404), as the tool does not exist. Errors keep FastAPI's shape, `{"detail": [{"type",
+"loc", "msg"}]}`, with `loc` naming the field at fault. See `docs/api.md`.
+
+`LoopbackServer` runs the app with uvicorn in a thread on a free loopback port, for
+the tests and `reflexmem bench recall --via api`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import threading
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from types import TracebackType
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from apps.service import agent_tools
+from apps.service.agent_tools import RecallRequest, ToolFailure
+from reflexmem.ingest.rows import RECORD_KINDS
+from reflexmem.operations.resources import Resources
+from reflexmem.settings import MemoryMode, Settings
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+Rows = dict[str, Any] | list[dict[str, Any]]
+
+
+class ConsumeRequest(BaseModel):
+    """Which decision consumes the preview."""
+
+    decision_id: str = Field(min_length=1)
+
+
+class BearerAuth:
+    """ASGI middleware: every HTTP request needs the bearer token, or it gets 401.
+
+    It runs before routing, so without the token nothing (not even whether a route
+    exists) is disclosed. Tokens are compared in constant time.
+    """
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass an authorised request on; answer anything else 401."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope.get("headers") or []).get(b"authorization", b"")
+        if hmac.compare_digest(given, self.expected):
+            await self.app(scope, receive, send)
+            return
+        response = JSONResponse(
+            {
+                "detail": [
+                    {
+                        "type": "unauthorized",
+                        "loc": ["header", "authorization"],
+                        "msg": "a valid bearer token is required",
+                    }
+                ]
+            },
+            status_code=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+        await response(scope, receive, send)
+
+
+def _failure(exc: ToolFailure, prefix: tuple[str | int, ...]) -> JSONResponse:
+    detail = {"type": exc.code, "loc": [*prefix, *exc.loc], "msg": exc.message}
+    return JSONResponse({"detail": [detail]}, status_code=exc.status)
+
+
+def _record_route(app: FastAPI, res: Resources, kind: str) -> None:
+    def record(body: Annotated[Rows, Body()]) -> Any:
+        single = isinstance(body, dict)
+        rows = [body] if isinstance(body, dict) else body
+        try:
+            return agent_tools.record(res, kind, rows)
+        except ToolFailure as exc:
+            if single and exc.loc and exc.loc[0] == 0:
+                exc.loc = exc.loc[1:]
+            return _failure(exc, ("body",))
+
+    record.__doc__ = agent_tools.describe(kind) + (
+        " The body is one object, or a list of objects (one transaction)."
+    )
+    app.post(f"/v1/{kind}", name=f"record_{kind}", tags=["record"])(record)
+
+
+def create_app(res: Resources, settings: Settings, mode: MemoryMode | None = None) -> FastAPI:
+    """The agent API over `res`; `mode` (default: the settings') decides if recall exists.
+
+    Raises `ValueError` when the settings hold no API token: the service never runs open.
+    """
+    token = settings.api_token.get_secret_value() if settings.api_token is not None else ""
+    if not token.strip():
+        raise ValueError("REFLEX_API_TOKEN is required: the agent API never runs without a token")
+    mode = settings.role_memory_mode if mode is None else mode
+    app = FastAPI(
+        title="Reflex Memory agent API",
+        description="Record decisions, previews, executions and fills; consume a preview "
+        "once; recall in active mode. No endpoint moves funds.",
+        version="1",
+    )
+    tools = [f"record_{kind}" for kind in RECORD_KINDS] + ["consume_preview"]
+    if mode is MemoryMode.ACTIVE:
+        tools.append("recall")
+
+    @app.get("/v1/health", tags=["service"])
+    def health() -> dict[str, Any]:
+        """The service is up; its frozen mode and the tools it offers."""
+        return {"status": "ok", "mode": mode.value, "tools": tools}
+
+    for kind in RECORD_KINDS:
+        _record_route(app, res, kind)
+
+    @app.post("/v1/previews/{preview_id}/consume", tags=["previews"])
+    def consume_preview(preview_id: str, body: ConsumeRequest) -> Any:
+        """Consume a preview for a decision exactly once: 409 on a second consumption."""
+        try:
+            return agent_tools.consume(res, preview_id, body.decision_id)
+        except ToolFailure as exc:
+            prefix = ("path",) if exc.loc == ("preview_id",) else ("body",)
+            return _failure(exc, prefix)
+
+    if mode is MemoryMode.ACTIVE:
+
+        @app.post("/v1/recall", tags=["recall"])
+        def recall(body: RecallRequest) -> Any:
+            """Recall lessons, patterns and rules of one role under every constraint."""
+            try:
+                return agent_tools.recall(res, mode, body)
+            except ToolFailure as exc:
+                return _failure(exc, ("body",))
+
+    app.add_middleware(BearerAuth, token=token)
+    return app
+
+
+class LoopbackServer:
+    """Serve an app with uvicorn in a background thread on a free loopback port.
+
+    `with LoopbackServer(app) as base_url:` starts it (waiting until it listens) and
+    stops it on exit, also when the block fails.
+    """
+
+    def __init__(self, app: FastAPI, host: str = "127.0.0.1", startup_s: float = 30.0) -> None:
+        import uvicorn
+
+        # Port 0: the OS picks a free port as uvicorn binds, so no other process can
+        # take it between choosing and listening; the port is read back once started.
+        self.host, self.port, self.startup_s = host, 0, startup_s
+        config = uvicorn.Config(app, host=host, port=0, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="reflex-api", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        """Where the app answers."""
+        return f"http://{self.host}:{self.port}"
+
+    def __enter__(self) -> str:
+        """Start, wait until it listens, return the base URL."""
+        self.thread.start()
+        deadline = time.monotonic() + self.startup_s
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the API did not start on {self.base_url}")
+            time.sleep(0.02)
+        self.port = int(self.server.servers[0].sockets[0].getsockname()[1])
+        return self.base_url
+
+    def stop(self) -> None:
+        """Ask uvicorn to exit and wait for its thread."""
+        self.server.should_exit = True
+        if self.thread.is_alive():
+            self.thread.join(timeout=self.startup_s)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop the server."""
+        self.stop()

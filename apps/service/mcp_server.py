@@ -1,0 +1,101 @@
+"""`reflexmem mcp`: the agent tools as an MCP server, for LLM agents (stdio transport).
+
+The same tools as the HTTP API (`apps/service/agent_tools.py`, each one operation): record
+decisions, previews, executions and fills, consume a preview exactly once, and, in
+active mode only, recall. In shadow mode the `recall` tool is not registered at all, so
+a model cannot even see it. A refused call is an MCP tool error whose text starts with
+the HTTP status the API would answer and names the field at fault.
+
+Over stdio the client launched this process, so the process boundary is the trust
+boundary and no bearer token is asked for; the HTTP API is the networked surface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
+
+from apps.service import agent_tools
+from apps.service.agent_tools import RecallRequest, ToolFailure
+from reflexmem.ingest.rows import RECORD_KINDS
+from reflexmem.operations.resources import Resources
+from reflexmem.settings import MemoryMode
+
+INSTRUCTIONS = (
+    "Reflex Memory: record what you decided and did (decisions, then previews, "
+    "executions, fills), consume a manual preview once for the decision that uses it, "
+    "and (active mode only) recall lessons of your role before deciding. "
+    "No tool places or cancels orders or moves funds."
+)
+
+
+def _tool_error(exc: ToolFailure) -> ToolError:
+    return ToolError(f"{exc.status} {exc.code}: {exc}")
+
+
+def _recorder(res: Resources, kind: str) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
+    def record(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        try:
+            return agent_tools.record(res, kind, rows)
+        except ToolFailure as exc:
+            raise _tool_error(exc) from exc
+
+    return record
+
+
+def build_mcp(res: Resources, mode: MemoryMode) -> MCPServer[Any]:
+    """An MCP server over `res` whose tools call the operations; recall only if active."""
+    server: MCPServer[Any] = MCPServer("reflexmem", instructions=INSTRUCTIONS)
+    for kind in RECORD_KINDS:
+        server.add_tool(
+            _recorder(res, kind),
+            name=f"record_{kind}",
+            description=agent_tools.describe(kind) + " `rows` is a list of objects.",
+        )
+
+    def consume_preview(preview_id: str, decision_id: str) -> dict[str, Any]:
+        """Consume a manual preview for a decision exactly once (a second time is refused)."""
+        try:
+            return agent_tools.consume(res, preview_id, decision_id)
+        except ToolFailure as exc:
+            raise _tool_error(exc) from exc
+
+    server.add_tool(consume_preview, name="consume_preview")
+    if mode is not MemoryMode.ACTIVE:
+        return server
+
+    def recall(
+        role: str,
+        query: str,
+        symbol: str | None = None,
+        scenario: str | None = None,
+        as_of: datetime | None = None,
+        decision_id: str | None = None,
+        k: int | None = None,
+        policy: str | None = None,
+    ) -> dict[str, Any]:
+        """Recall lessons, patterns and rules of one role, under every constraint."""
+        try:
+            request = RecallRequest(
+                role=role,
+                query=query,
+                symbol=symbol,
+                scenario=scenario,
+                as_of=as_of,
+                decision_id=decision_id,
+                k=k,
+                policy=policy,
+            )
+            return agent_tools.recall(res, mode, request)
+        except ValidationError as exc:
+            raise ToolError(f"422 invalid: {exc}") from exc
+        except ToolFailure as exc:
+            raise _tool_error(exc) from exc
+
+    server.add_tool(recall, name="recall")
+    return server
