@@ -3,10 +3,10 @@
 Like a dagster `definitions.py`, this module is the only place that decides which
 implementation backs each seam of the core: the ledger engine (SQLite or PostgreSQL),
 the role registry, the price source (the ledger's `market_bars`, or a panel file), the
-MLflow tracker, the reflector (rules, or an OpenAI-compatible model) and the recall
-embedder. CLI commands, Prefect tasks, the demo and the benchmarks all get their
-resources from here, so a deployment and a shell command given the same settings work
-on the same ledger with the same parts.
+MLflow trackers (evaluation runs, skill and structure versions), the reflector (rules,
+or an OpenAI-compatible model) and the recall embedder. CLI commands, Prefect tasks,
+the demo and the benchmarks all get their resources from here, so a deployment and a
+shell command given the same settings work on the same ledger with the same parts.
 
 Building resources never migrates: a ledger that is not at the code's revision raises
 `SchemaNotCurrent` naming `reflexmem db upgrade`.
@@ -94,6 +94,7 @@ def build_resources(settings: Settings) -> Resources:
     protect(settings)
     from adapters.tracking.eval import EvaluationTracker
     from adapters.tracking.skills import SkillTracker
+    from adapters.tracking.structures import StructureTracker
     from expectations.bars import validate_bars
     from expectations.runner import validate_admission
 
@@ -118,6 +119,9 @@ def build_resources(settings: Settings) -> Resources:
         ),
         skill_tracker=SkillTracker(
             settings.resolved_tracking_uri, artifact_root=settings.resolved_artifact_root
+        ),
+        structure_tracker=StructureTracker(
+            settings.resolved_tracking_uri, settings.resolved_artifact_root.as_uri()
         ),
         reflection=reflection_setup(settings.llm),
         embedder=make_embedder(settings.embedder),

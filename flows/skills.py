@@ -48,10 +48,11 @@ def _table(key: str, description: str, rows: list[dict[str, Any]]) -> None:
 def candidate_generation(
     database_url: str | None = None,
     tracking_uri: str | None = None,
+    home: str | None = None,
     as_of: datetime | None = None,
 ) -> dict[str, Any]:
     """Cluster reflected episodes by lesson; register L0/L1/L2 candidates and memory rules."""
-    runner = PrefectRunner(flow_settings(database_url, tracking_uri))
+    runner = PrefectRunner(flow_settings(database_url, tracking_uri, home))
     clock = runner.run(plan, as_of=as_of).as_of
     report: dict[str, Any] = plain(run_generation(runner, clock))
     _table(
@@ -66,10 +67,11 @@ def candidate_generation(
 def shadow_evaluation(
     database_url: str | None = None,
     tracking_uri: str | None = None,
+    home: str | None = None,
     as_of: datetime | None = None,
 ) -> dict[str, Any]:
     """Check new decisions with usable skills, then move versions on their evidence."""
-    runner = PrefectRunner(flow_settings(database_url, tracking_uri))
+    runner = PrefectRunner(flow_settings(database_url, tracking_uri, home))
     clock = runner.run(plan, as_of=as_of).as_of
     report: dict[str, Any] = plain(run_shadow(runner, clock))
     _table(
@@ -87,10 +89,11 @@ def shadow_evaluation(
 def audit(
     database_url: str | None = None,
     tracking_uri: str | None = None,
+    home: str | None = None,
     as_of: datetime | None = None,
 ) -> dict[str, Any]:
     """Audit active skills (sample and drift), quarantine, revalidate quarantined ones."""
-    runner = PrefectRunner(flow_settings(database_url, tracking_uri))
+    runner = PrefectRunner(flow_settings(database_url, tracking_uri, home))
     clock = runner.run(plan, as_of=as_of).as_of
     report: dict[str, Any] = plain(run_audit(runner, clock))
     _table(

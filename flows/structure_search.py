@@ -1,8 +1,10 @@
-"""The scheduled structure search: freeze, search, controls, final test, store, register.
+"""The scheduled structure search: prepare, search, controls and final test, store, register.
 
-Composition only: each step is one task over one `adapters.structures_service` stage,
-and whether a winner is registered is decided in the core (`SearchResult.improved`),
-not here. The flow publishes the archive and the final test as table artifacts.
+Composition only: the flow hands a `PrefectRunner` to the sequence written once in
+`reflexmem.operations.structures` (`run_structure_search`), so every stage is the task
+wrapping one operation and the CLI's direct mode and the demo run the same sequence.
+Whether a winner is registered is decided in the core (`SearchResult.improved`), not
+here. The flow publishes the archive and the final test as table artifacts.
 """
 
 from __future__ import annotations
@@ -11,10 +13,10 @@ from typing import Any
 
 from prefect import flow
 
-from adapters.structures_service import Targets, summary
 from flows.artifacts import table_artifact
-from reflexmem.settings import Settings
-from tasks.structures import activate, controls_and_test, prepare, register, search, store
+from flows.settings import flow_settings
+from reflexmem.operations.structures import SearchParams, run_structure_search
+from tasks.runner import PrefectRunner
 
 STRUCTURE_SEARCH_CRON = "30 3 * * *"
 
@@ -23,27 +25,16 @@ STRUCTURE_SEARCH_CRON = "30 3 * * *"
 def structure_search(
     database_url: str | None = None,
     tracking_uri: str | None = None,
-    artifact_location: str | None = None,
+    home: str | None = None,
     environment: str = "composite",
     seed: int = 0,
     cost_model: str = "experiment-b",
     scope: str = "office",
 ) -> dict[str, Any]:
     """Search from the scope's active structure and register the winner if it improved."""
-    settings = Settings()
-    t = Targets(
-        database_url or settings.resolved_database_url,
-        tracking_uri or settings.resolved_tracking_uri,
-        artifact_location,
-        scope,
-    )
-    prepare(t, environment, seed)
-    result = search(t, environment, seed, cost_model)
-    controls, rows = controls_and_test(result, environment, seed)
-    row = store(t, result, environment, controls, rows)
-    version = register(t, row, result, rows, environment, seed)
-    bundle = activate(t, row, result)
-    out = summary(row, result, rows, mlflow=version, bundle=bundle)
+    settings = flow_settings(database_url, tracking_uri, home)
+    params = SearchParams(environment=environment, seed=seed, cost_model=cost_model, scope=scope)
+    found = run_structure_search(PrefectRunner(settings), params)
     table_artifact(
         key="structure-archive",
         table=[
@@ -54,9 +45,11 @@ def structure_search(
                 "edges": ", ".join(e.to_dict()["edges"]) or "-",
                 "success": ", ".join(f"{k}={v:.2f}" for k, v in sorted(e.success.items())),
             }
-            for e in result.archive.entries
+            for e in found.result.archive.entries
         ],
-        description=f"non-dominated archive of search {row['search_id']} ({environment})",
+        description=(
+            f"non-dominated archive of search {found.summary['search_id']} ({environment})"
+        ),
     )
     table_artifact(
         key="structure-final-test",
@@ -68,11 +61,11 @@ def structure_search(
                 "tasks": r["tasks"],
                 "cost": r["cost"],
             }
-            for r in rows
+            for r in found.final_test
         ],
         description="final test (never used to choose) of the winner, parent and controls",
     )
-    return out
+    return found.summary
 
 
 if __name__ == "__main__":  # pragma: no cover - deployment entry point

@@ -3,7 +3,8 @@
 `reflexmem.operations.cycle` writes the sequence of stages once against a runner; this
 runner turns `run(op, ...)` into a task call and `map(op, key, values, ...)` into one
 task per value, submitted side by side on a PostgreSQL ledger and run one after another
-on SQLite, whose single writer would only make side-by-side tasks queue; results come
+on SQLite, whose single writer would only make side-by-side tasks queue (a stage that
+writes no ledger, such as a benchmark's part, runs side by side on either); results come
 back in order either way.
 
 Side by side, per-role tasks are tagged `role:<id>`, so a server's tag concurrency limit
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from reflexmem.operations.stages import stage_of
 from reflexmem.settings import Settings
 from tasks.fanout import Submit, fanout
 from tasks.stages import task_for
@@ -38,8 +40,8 @@ class PrefectRunner:
     def __init__(self, settings: Settings, submit: Submit | None = None) -> None:
         self.settings = settings
         self.submit = submit
-        # SQLite has one writer: side-by-side tasks would only queue on its write lock.
-        self.concurrent = settings.backend == "postgresql"
+        # SQLite has one writer: side-by-side writers would only queue on its write lock.
+        self.concurrent_ledger_writes = settings.backend == "postgresql"
 
     def run(self, op: Callable[..., R], /, **params: Any) -> R:
         """Run the operation's task and wait for its result."""
@@ -51,7 +53,7 @@ class PrefectRunner:
     ) -> list[R]:
         """One task per value, side by side on the flow's task runner; results in order."""
         task = task_for(op)
-        if not self.concurrent:
+        if self.concurrent_ledger_writes is False and stage_of(op).ledger_writer:
             return [task(self.settings, **{key: v}, **params) for v in values]
         if self.submit is None:
             futures = [

@@ -1,4 +1,4 @@
-"""Prefect tasks: each wraps exactly one operation of `reflexmem.operations`.
+"""Prefect tasks: each wraps exactly one stage of `reflexmem.operations.stages`.
 
 A task takes the `Settings` (plain, picklable data) instead of resources, and gets the
 resources from `adapters.resources.resources_for`, once per worker process: a task that a
@@ -6,9 +6,10 @@ work pool or a Dask worker runs in another process reaches the same ledger, trac
 price source as the flow that submitted it. Each wrapper keeps the operation's own
 signature (with `res` replaced by `settings`), so Prefect records real parameter names.
 
-Retries are safe because every operation is idempotent by its own selection and writes
-in one transaction: a retry finds the work committed (and selects nothing) or does it
-from scratch. Results are small reports, kept in memory (no result persistence).
+Retry counts come from the stage list. Retries are safe because every operation is
+idempotent by its own selection and writes in one transaction: a retry finds the work
+committed (and selects nothing) or does it from scratch. Results are small reports, kept
+in memory (no result persistence).
 """
 
 from __future__ import annotations
@@ -21,40 +22,8 @@ from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 
 from adapters.resources import resources_for
-from reflexmem.operations import (
-    cycle_runs,
-    evaluation,
-    intake,
-    maturation,
-    memory,
-    reflection,
-    skill_lifecycle,
-    skills,
-)
+from reflexmem.operations.stages import stage_of
 from reflexmem.settings import Settings
-
-RETRIES: dict[Callable[..., Any], int] = {
-    cycle_runs.begin_cycle: 2,
-    cycle_runs.end_cycle: 2,
-    intake.ingest_drop: 1,
-    intake.admit: 2,
-    maturation.plan: 2,
-    maturation.settle: 2,
-    maturation.mature: 2,
-    evaluation.evaluate: 2,
-    evaluation.replay: 1,
-    evaluation.promote: 2,
-    reflection.reflect: 1,
-    memory.record_episodes: 2,
-    memory.namespaces_due: 2,
-    memory.distil: 2,
-    memory.record_agent_episodes: 0,
-    skills.generate_candidates: 2,
-    skills.check_decisions: 2,
-    skill_lifecycle.advance_skills: 1,
-    skill_lifecycle.audit_skills: 1,
-}
-"""Every operation a flow may run, with its retry count."""
 
 
 def _wrap(op: Callable[..., Any], retries: int) -> Task[..., Any]:
@@ -85,12 +54,15 @@ def _wrap(op: Callable[..., Any], retries: int) -> Task[..., Any]:
     return wrapper
 
 
-TASKS: dict[Callable[..., Any], Task[..., Any]] = {op: _wrap(op, n) for op, n in RETRIES.items()}
+_TASKS: dict[Callable[..., Any], Task[..., Any]] = {}
 
 
 def task_for(op: Callable[..., Any]) -> Task[..., Any]:
-    """The task that wraps `op`; an operation without a task is a programming error."""
-    try:
-        return TASKS[op]
-    except KeyError:
-        raise KeyError(f"no Prefect task wraps {op.__module__}.{op.__name__}") from None
+    """The task that wraps `op`, made once from its stage (`reflexmem.operations.stages`).
+
+    An operation missing from the stage list is a programming error (`KeyError`).
+    """
+    found = _TASKS.get(op)
+    if found is None:
+        found = _TASKS[op] = _wrap(op, stage_of(op).retries)
+    return found

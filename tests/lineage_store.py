@@ -15,7 +15,8 @@ from rich.console import Console
 
 from apps.bench.ael import run_command
 from reflexmem.operations import intake
-from reflexmem.operations.cycle import CycleParams, CycleReport, DirectRunner, run_cycle
+from reflexmem.operations.cycle import CycleParams, CycleReport, run_cycle
+from reflexmem.operations.runner import DirectRunner
 from reflexmem.prices.dfull_bars import write_dfull_bars
 from reflexmem.settings import Settings
 from tests.support import AS_OF, migrated, seed_ledger

@@ -15,8 +15,9 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from reflexmem.operations import intake
-from reflexmem.operations.cycle import CycleParams, DirectRunner, MaturationReport, run_maturation
+from reflexmem.operations.cycle import CycleParams, MaturationReport, run_maturation
 from reflexmem.operations.resources import NullTracker, Resources, Tracker
+from reflexmem.operations.runner import DirectRunner
 from reflexmem.prices import LedgerPrices, MappingPrices, PriceProvider, dfull_prices
 from reflexmem.prices.dfull_bars import write_dfull_bars
 from reflexmem.prices.panel import load_dfull

@@ -264,3 +264,20 @@ def register_stored(
     with engine.begin() as conn:
         persist.set_mlflow(conn, structure_id, reg.model, reg.version)
     return reg
+
+
+class StructureTracker:
+    """The core's `StructureTracking` seam over the MLflow structure registry."""
+
+    def __init__(self, tracking_uri: str, artifact_location: str | None = None) -> None:
+        self.registry = StructureRegistry(tracking_uri, artifact_location)
+
+    def register(self, engine: sa.Engine, structure_id: str, **extra: Any) -> dict[str, Any]:
+        """Register the ledger version (once); its model, version, run and aliases."""
+        reg = register_stored(engine, self.registry, structure_id, **extra)
+        return {
+            "model": reg.model,
+            "version": reg.version,
+            "run_id": reg.run_id,
+            "aliases": reg.aliases,
+        }

@@ -30,14 +30,8 @@ import sqlalchemy as sa
 
 from apps.bench.support import peak_rss_mb, scratch_engine
 from reflexmem.operations import intake, skill_lifecycle, skills
-from reflexmem.operations.cycle import (
-    CycleParams,
-    DirectRunner,
-    run_intake,
-    run_maturation,
-    run_memory,
-    run_reflection,
-)
+from reflexmem.operations.cycle import run_intake, run_learning
+from reflexmem.operations.runner import DirectRunner
 from reflexmem.prices.dfull_bars import write_dfull_bars
 from reflexmem.prices.panel import load_dfull
 from reflexmem.reflex.trading import to_utc
@@ -84,9 +78,7 @@ def run_bench(settings: Settings, *, episodes: int, backend: str = "sqlite") -> 
             intake.ingest(res, files)
             runner = DirectRunner(res)
             run_intake(runner)
-            plan = run_maturation(runner, CycleParams()).plan
-            run_reflection(runner, plan.roles)
-            run_memory(runner, plan.roles)
+            plan = run_learning(runner).maturation.plan
             setup_s = time.perf_counter() - t0
             with engine.connect() as conn:
                 n = int(

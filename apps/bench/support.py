@@ -20,8 +20,8 @@ import sqlalchemy as sa
 
 from adapters import migrate
 from adapters.db import make_engine
-from reflexmem.operations.cycle import DirectRunner
 from reflexmem.operations.resources import Resources
+from reflexmem.operations.runner import DirectRunner
 from reflexmem.settings import Settings
 
 R = TypeVar("R")

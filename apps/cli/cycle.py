@@ -62,7 +62,8 @@ def cycle_cmd(
         )
         emit(flow_report, as_json)
         return
-    from reflexmem.operations.cycle import CycleParams, DirectRunner, run_cycle
+    from reflexmem.operations.cycle import CycleParams, run_cycle
+    from reflexmem.operations.runner import DirectRunner
 
     params = CycleParams(
         as_of=when,
@@ -101,7 +102,8 @@ def mature_cmd(as_of: AsOf = None, as_json: Json = False) -> None:
 def reflect_cmd(role: Roles = None, as_json: Json = False) -> None:
     """Reflect on matured cases with the configured reflector (REFLEX_LLM_*)."""
     from reflexmem.operations import maturation
-    from reflexmem.operations.cycle import DirectRunner, run_reflection
+    from reflexmem.operations.cycle import run_reflection
+    from reflexmem.operations.runner import DirectRunner
 
     res = open_resources()
     roles = maturation.plan(res, roles=role).roles

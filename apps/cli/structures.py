@@ -4,25 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from apps.cli.common import app, console, emit, err
-from reflexmem.settings import Settings
-
-if TYPE_CHECKING:
-    from adapters.structures_service import Targets
 
 structures_app = typer.Typer(no_args_is_help=True, help="Structure G versions (SPEC 6).")
 app.add_typer(structures_app, name="structures")
-
-
-def _targets(scope: str) -> Targets:
-    from adapters.structures_service import Targets
-
-    settings = Settings()
-    return Targets(settings.resolved_database_url, settings.resolved_tracking_uri, None, scope)
 
 
 @structures_app.command("check")
@@ -75,18 +64,22 @@ def search_cmd(
 ) -> None:
     """Run the selection loop from the active structure; register and activate the winner."""
     from apps.cli.common import open_resources
+    from reflexmem.operations.runner import DirectRunner
+    from reflexmem.operations.structures import SearchParams, run_structure_search
 
-    open_resources().engine.dispose()  # exit 2 on an unmigrated ledger
+    res = open_resources()  # exit 2 on an unmigrated ledger
     if flow:
         from flows.structure_search import structure_search
 
+        res.engine.dispose()
         out = structure_search(
             environment=environment, seed=seed, cost_model=cost_model, scope=scope
         )
     else:
-        from adapters.structures_service import run_all
-
-        out = run_all(_targets(scope), environment, seed, cost_model)
+        params = SearchParams(
+            environment=environment, seed=seed, cost_model=cost_model, scope=scope
+        )
+        out = run_structure_search(DirectRunner(res), params).summary
     emit(out, as_json)
 
 
@@ -96,8 +89,7 @@ def show_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """The current structure, its parent chain and the newest search's archive."""
-    from adapters.structures_service import show
     from apps.cli.common import open_resources
+    from reflexmem.operations.structures import show_structures
 
-    open_resources().engine.dispose()  # exit 2 on an unmigrated ledger
-    emit(show(_targets(scope)), as_json)
+    emit(show_structures(open_resources(), scope), as_json)  # exit 2 on an unmigrated ledger

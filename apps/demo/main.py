@@ -89,7 +89,7 @@ def run_demo(settings: Settings, res: Resources, *, rows: int, console: Console)
     runner.heading("REFLEX skills: checks learned from lessons, their effect, the registry")
     demo_skills.show(res, runner.console)
     runner.heading("REFLEX structures: experiment B, selection loop, current structure")
-    demo_structures(settings, res.engine, console)
+    demo_structures(res, console)
     runner.heading("AEL benchmark on D-full, one seed (the full table: reflexmem bench ael)")
     from apps.bench.ael import run_command
 

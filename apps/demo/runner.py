@@ -24,28 +24,11 @@ from reflexmem.operations import (
     skill_lifecycle,
     skills,
 )
-from reflexmem.operations.cycle import DirectRunner
 from reflexmem.operations.resources import Resources
+from reflexmem.operations.runner import DirectRunner
+from reflexmem.operations.stages import stage_of
 
 R = TypeVar("R")
-
-TITLES: dict[Callable[..., Any], str] = {
-    intake.ingest_drop: "ingest the drop folder",
-    intake.admit: "admission (Great Expectations suite `admission`, fail-closed)",
-    maturation.plan: "plan: the cycle's clock is a bar time, never the wall clock",
-    maturation.settle: "settle open positions from fills and market bars",
-    maturation.mature: "maturity: due, settled and well measured, or pending with a reason",
-    evaluation.evaluate: "evaluation runs (one MLflow run per batch)",
-    evaluation.promote: "promotion of the first runs to primary",
-    reflection.reflect: "reflection per role (rules L0/L1, serialized per role, no network)",
-    memory.record_episodes: "episodes: every reflected case enters its role's memory",
-    memory.namespaces_due: "namespaces with a window of ten new episodes",
-    memory.distil: "distillation: lessons merge into patterns; strong patterns become rules",
-    skills.generate_candidates: "skill candidates: lessons and memory rules -> L0/L1/L2 checks",
-    skills.check_decisions: "pre-decision checks: usable skills judge the new decisions",
-    skill_lifecycle.advance_skills: "shadow evaluation: evaluation, replay, shadow, rollout",
-    skill_lifecycle.audit_skills: "audit: sample audits and drift of active skills",
-}
 
 
 def table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> Table:
@@ -81,7 +64,7 @@ class DemoRunner(DirectRunner):
                     f"{done.mlflow_run_id}[/dim]"
                 )
             return done
-        self.heading(TITLES.get(op, op.__name__))
+        self.heading(stage_of(op).title)
         result = super().run(op, **params)
         self._render(op, [result])
         return result
@@ -90,7 +73,7 @@ class DemoRunner(DirectRunner):
         self, op: Callable[..., R], key: str, values: Sequence[Any], /, **params: Any
     ) -> list[R]:
         """Number one stage, run it for every value, render the reports together."""
-        self.heading(TITLES.get(op, op.__name__))
+        self.heading(stage_of(op).title)
         results = super().map(op, key, values, **params)
         self._render(op, results)
         return results

@@ -31,8 +31,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from apps.demo.runner import table
-from reflexmem.operations.cycle import CycleParams, DirectRunner, run_cycle
+from reflexmem.operations.cycle import CycleParams, run_cycle
 from reflexmem.operations.resources import Resources
+from reflexmem.operations.runner import DirectRunner
 from reflexmem.operations.skill_lifecycle import skill_effects
 from reflexmem.operations.skills import ProposalReport, propose_skill
 

@@ -12,20 +12,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from adapters.structures_service import Targets, run_all, show
-from reflexmem.settings import Settings
+from reflexmem.operations.resources import Resources
+from reflexmem.operations.runner import DirectRunner
+from reflexmem.operations.structures import run_structure_search, show_structures
 from reflexmem.structures.experiment_b import table
 from reflexmem.structures.mutations import Step
 
 
-def demo_structures(settings: Settings, engine: object, console: Console) -> None:
+def demo_structures(res: Resources, console: Console) -> None:
     """Print experiment B, search and register, refuse a widening, show the current one."""
-    import sqlalchemy as sa
-
     from reflexmem.structures.operations import mutate
     from reflexmem.structures.refusals import StructureRefused
 
-    assert isinstance(engine, sa.Engine)
     t = Table(title="Experiment B (cost = stored edges + unnecessarily activated areas)")
     for col in ("environment", "candidate", "solved", "edges", "unneeded", "cost"):
         t.add_column(col)
@@ -39,8 +37,7 @@ def demo_structures(settings: Settings, engine: object, console: Console) -> Non
             str(r["cost"]),
         )
     console.print(t)
-    targets = Targets(settings.resolved_database_url, settings.resolved_tracking_uri)
-    out = run_all(targets, "composite", 0, "experiment-b")
+    out = run_structure_search(DirectRunner(res)).summary
     console.print(
         f"search {out['search_id']}: {out['parent']} -> {out['winner']} "
         f"({'registered' if out['registered'] else 'parent kept'}; {out['operator']})"
@@ -54,10 +51,10 @@ def demo_structures(settings: Settings, engine: object, console: Console) -> Non
         console.print(
             f"  final test {row['name']}: {row['solved']}/{row['tasks']}, cost {row['cost']:g}"
         )
-    current = show(targets)
+    current = show_structures(res)
     try:
         mutate(
-            engine,
+            res.engine,
             str(current["current"]),
             Step("narrow_scope", {"module": "document", "knowledge": ["docs", "ground-truth"]}),
         )

@@ -84,10 +84,7 @@ def pinned_parameters(settings: Settings) -> dict[str, str]:
 def deployments(settings: Settings) -> list[Any]:
     """`flow.to_deployment(name, cron=..., parameters=<pinned URIs>)` for every spec."""
     params = pinned_parameters(settings)
-    return [
-        s.flow.to_deployment(s.name, cron=s.cron, parameters=_accepted(s.flow, params))
-        for s in specs()
-    ]
+    return [s.flow.to_deployment(s.name, cron=s.cron, parameters=params) for s in specs()]
 
 
 def run_env(settings: Settings) -> dict[str, str]:
@@ -137,7 +134,7 @@ def pool_deployment(
     )
     return spec.flow.to_deployment(
         spec.name,
-        parameters=_accepted(spec.flow, pinned_parameters(settings)),
+        parameters=pinned_parameters(settings),
         entrypoint_type=EntrypointType.MODULE_PATH,
         concurrency_limit=None
         if limit is None
@@ -182,14 +179,6 @@ def deploy_to_pool(
         )
     anyio.run(ensure_role_limits, list(load_registry().ids))
     return {s.name: str(i) for s, i in zip(chosen, ids, strict=True)}
-
-
-def _accepted(flow: Any, params: dict[str, str]) -> dict[str, str]:
-    """The pinned parameters this flow takes (every cycle flow takes all three)."""
-    import inspect
-
-    names = inspect.signature(flow.fn).parameters
-    return {k: v for k, v in params.items() if k in names}
 
 
 async def ensure_role_limits(role_ids: list[str], limit: int = 1) -> list[str]:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, is_dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from reflexmem.admission.admit import AdmissionResult
 from reflexmem.maturation import MaturityReport, SettleReport
@@ -44,7 +44,7 @@ from reflexmem.operations.memory import (
     record_episodes,
 )
 from reflexmem.operations.reflection import reflect
-from reflexmem.operations.resources import Resources
+from reflexmem.operations.runner import StageRunner
 from reflexmem.operations.skill_lifecycle import LifecycleReport, advance_skills, audit_skills
 from reflexmem.operations.skills import (
     CheckReport,
@@ -56,37 +56,6 @@ from reflexmem.reflection.batch import RoleReport
 
 R = TypeVar("R")
 T = TypeVar("T")
-
-
-class StageRunner(Protocol):
-    """Runs one operation with parameters, or one operation over a list of values."""
-
-    def run(self, op: Callable[..., R], /, **params: Any) -> R:
-        """`op(resources, **params)`, however the runner executes it."""
-        ...
-
-    def map(
-        self, op: Callable[..., R], key: str, values: Sequence[Any], /, **params: Any
-    ) -> list[R]:
-        """`op(resources, **{key: v}, **params)` for every value (possibly concurrently)."""
-        ...
-
-
-class DirectRunner:
-    """Calls operations in this process, one after the other."""
-
-    def __init__(self, resources: Resources) -> None:
-        self.resources = resources
-
-    def run(self, op: Callable[..., R], /, **params: Any) -> R:
-        """Call the operation now."""
-        return op(self.resources, **params)
-
-    def map(
-        self, op: Callable[..., R], key: str, values: Sequence[Any], /, **params: Any
-    ) -> list[R]:
-        """Call the operation once per value, in order."""
-        return [op(self.resources, **{key: v}, **params) for v in values]
 
 
 @dataclass(frozen=True)
@@ -136,6 +105,15 @@ class MemoryReport:
 
     episodes: tuple[EpisodeReport, ...]
     distillation: tuple[DistilReport, ...]
+
+
+@dataclass(frozen=True)
+class LearningReport:
+    """Maturation, reflection and memory at one clock: the cycle between intake and skills."""
+
+    maturation: MaturationReport
+    reflection: tuple[RoleReport, ...]
+    memory: MemoryReport
 
 
 @dataclass(frozen=True)
@@ -211,10 +189,7 @@ def _cycle_counts(c: CycleReport) -> dict[str, float]:
     return {
         "admitted": float(c.admission.admitted),
         "quarantined": float(c.admission.quarantined),
-        **_maturation_counts(c.maturation),
-        **_reflection_counts(c.reflection),
-        "episodes": float(sum(e.recorded for e in c.memory.episodes)),
-        "pattern_versions": float(sum(d.patterns for d in c.memory.distillation)),
+        **_learning_counts(LearningReport(c.maturation, c.reflection, c.memory)),
     }
 
 
@@ -262,6 +237,34 @@ def run_memory(
     return MemoryReport(tuple(recorded), tuple(distilled))
 
 
+def _learning_counts(report: LearningReport) -> dict[str, float]:
+    return {
+        **_maturation_counts(report.maturation),
+        **_reflection_counts(report.reflection),
+        "episodes": float(sum(e.recorded for e in report.memory.episodes)),
+        "pattern_versions": float(sum(d.patterns for d in report.memory.distillation)),
+    }
+
+
+def run_learning(
+    runner: StageRunner, params: CycleParams | None = None, cycle_id: str | None = None
+) -> LearningReport:
+    """Maturation, then reflection and memory for the roles the plan chose, at its clock.
+
+    What a store that already holds admitted decisions needs before its skills are
+    judged; the cycle runs it between intake and skills.
+    """
+    p = params or CycleParams()
+
+    def body(cid: str) -> LearningReport:
+        maturation = run_maturation(runner, p, cycle_id=cid)
+        reflected = run_reflection(runner, maturation.plan.roles, p.profile, cycle_id=cid)
+        memory = run_memory(runner, maturation.plan.roles, p.profile)
+        return LearningReport(maturation, reflected, memory)
+
+    return in_cycle(runner, "learning", cycle_id, body, _learning_counts)[1]
+
+
 def run_generation(runner: StageRunner, as_of: datetime | None = None) -> GenerationReport:
     """Cluster the reflected episodes into skill candidates: `candidate_generation`."""
     return runner.run(generate_candidates, as_of=as_of)
@@ -296,17 +299,14 @@ def run_cycle(runner: StageRunner, params: CycleParams | None = None) -> CycleRe
 
     def body(cid: str) -> CycleReport:
         dropped, admission = run_intake(runner, p.drop)
-        maturation = run_maturation(runner, p, cycle_id=cid)
-        reflected = run_reflection(runner, maturation.plan.roles, p.profile, cycle_id=cid)
-        memory = run_memory(runner, maturation.plan.roles, p.profile)
-        skills = run_skills(runner, maturation.plan.as_of)
+        learned = run_learning(runner, p, cycle_id=cid)
         return CycleReport(
             drop=dropped,
             admission=admission,
-            maturation=maturation,
-            reflection=reflected,
-            memory=memory,
-            skills=skills,
+            maturation=learned.maturation,
+            reflection=learned.reflection,
+            memory=learned.memory,
+            skills=run_skills(runner, learned.maturation.plan.as_of),
         )
 
     start, report = in_cycle(runner, "cycle", None, body, _cycle_counts)

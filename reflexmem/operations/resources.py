@@ -4,7 +4,7 @@ Every stage of the learning cycle is a function `op(resources, **params) -> repo
 `Resources` carries the parts that are chosen once from settings (by
 `adapters/resources.py`, the only place that knows which implementation backs each seam):
 the ledger engine, the role registry, where prices come from, where evaluation runs and
-skill versions are tracked, how to build a reflector, the recall embedder, and the
+skill and structure versions are tracked, how to build a reflector, the recall embedder, and the
 validators that guard ingestion (market bars) and admission. The core only sees the
 protocols below, so it never imports Prefect, MLflow or Great Expectations, and a test
 can hand in real parts of its own.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import polars as pl
 import sqlalchemy as sa
@@ -140,6 +140,26 @@ def opened_runs(
         raise
 
 
+class StructureTracking(Protocol):
+    """Where structure versions are registered (the MLflow model registry in adapters)."""
+
+    def register(
+        self, engine: sa.Engine, structure_id: str, **extra: Any
+    ) -> Mapping[str, Any] | None:
+        """Register a ledger version (once) and write its model version back; where it went."""
+        ...
+
+
+class NullStructureTracking:
+    """Registers nothing (the ledger alone; tests that do not track)."""
+
+    def register(
+        self, engine: sa.Engine, structure_id: str, **extra: Any
+    ) -> Mapping[str, Any] | None:
+        """No registry."""
+        return None
+
+
 @dataclass(frozen=True)
 class ReflectionSetup:
     """How to build the configured reflector for one role batch, and its budget.
@@ -167,6 +187,7 @@ class Resources:
     validate_bars: BarValidator | None = None
     tracker: Tracker = field(default_factory=NullTracker)
     skill_tracker: SkillTracking = field(default_factory=NullSkillTracking)
+    structure_tracker: StructureTracking = field(default_factory=NullStructureTracking)
     reflection: ReflectionSetup = field(default_factory=ReflectionSetup)
     embedder: Embedder | None = None
     min_evaluation_points: int = 3

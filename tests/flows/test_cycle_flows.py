@@ -12,7 +12,8 @@ from adapters import migrate
 from adapters.db import make_engine
 from adapters.resources import build_resources
 from reflexmem.ledger.checksums import excluded_columns, table_checksums
-from reflexmem.operations.cycle import CycleParams, DirectRunner, run_cycle
+from reflexmem.operations.cycle import CycleParams, run_cycle
+from reflexmem.operations.runner import DirectRunner
 from reflexmem.prices.dfull_bars import write_dfull_bars
 from reflexmem.prices.panel import load_dfull
 from reflexmem.settings import Settings

@@ -12,8 +12,9 @@ from adapters.db import make_engine
 from adapters.resources import build_resources
 from reflexmem.ledger.checksums import table_checksums
 from reflexmem.operations import intake
-from reflexmem.operations.cycle import DirectRunner, run_audit, run_generation, run_shadow
+from reflexmem.operations.cycle import run_audit, run_generation, run_shadow
 from reflexmem.operations.resources import Resources
+from reflexmem.operations.runner import DirectRunner
 from reflexmem.prices.dfull_bars import write_dfull_bars
 from reflexmem.settings import Settings
 from tests.integration.skill_data import clock_between, reflected

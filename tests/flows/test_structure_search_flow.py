@@ -22,11 +22,11 @@ def test_structure_search_flow_registers_the_winner_and_publishes_the_archive(
     url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     engine = make_engine(url)
     migrate.upgrade(engine)
-    artifacts = (tmp_path / "artifacts").as_uri()
+    artifacts = (tmp_path / "mlartifacts").resolve().as_uri()  # the home's artifact root
     out = structure_search(
         database_url=url,
         tracking_uri=mlflow_uri,
-        artifact_location=artifacts,
+        home=str(tmp_path),
         environment="independent",
     )
     assert out["registered"]

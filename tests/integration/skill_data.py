@@ -16,15 +16,9 @@ import polars as pl
 
 from apps.demo import skills as demo_skills
 from reflexmem.operations import intake
-from reflexmem.operations.cycle import (
-    CycleParams,
-    DirectRunner,
-    run_cycle,
-    run_maturation,
-    run_memory,
-    run_reflection,
-)
+from reflexmem.operations.cycle import CycleParams, run_cycle, run_learning
 from reflexmem.operations.resources import Resources
+from reflexmem.operations.runner import DirectRunner
 from reflexmem.prices.panel import load_dfull
 from reflexmem.synth import generate, write_stream
 from tests.support import AS_OF
@@ -47,9 +41,7 @@ def reflected(res: Resources, tmp: Path, n: int = 4000, seed: int = 3) -> dateti
     intake.ingest(res, files)
     runner = DirectRunner(res)
     intake.admit(res)
-    plan = run_maturation(runner, CycleParams(as_of=AS_OF)).plan
-    run_reflection(runner, plan.roles)
-    run_memory(runner, plan.roles)
+    run_learning(runner, CycleParams(as_of=AS_OF))
     return first
 
 

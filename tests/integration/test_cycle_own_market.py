@@ -17,7 +17,8 @@ import numpy as np
 import polars as pl
 import sqlalchemy as sa
 
-from reflexmem.operations.cycle import CycleParams, DirectRunner, run_cycle
+from reflexmem.operations.cycle import CycleParams, run_cycle
+from reflexmem.operations.runner import DirectRunner
 from reflexmem.prices import LedgerPrices
 from reflexmem.prices.panel import PricePanel
 from reflexmem.synth import generate, write_stream

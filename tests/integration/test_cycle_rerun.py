@@ -13,7 +13,8 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from reflexmem.ledger.checksums import table_checksums
-from reflexmem.operations.cycle import CycleParams, DirectRunner, run_cycle
+from reflexmem.operations.cycle import CycleParams, run_cycle
+from reflexmem.operations.runner import DirectRunner
 from reflexmem.prices.dfull_bars import write_dfull_bars
 from reflexmem.prices.panel import load_dfull
 from reflexmem.synth import generate, write_stream

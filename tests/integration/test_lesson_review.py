@@ -170,7 +170,8 @@ def test_the_screen_passes_every_lesson_the_rule_reflector_words(
     engine: sa.Engine, tmp_path: Path
 ) -> None:
     """No false positive on the lessons the built-in reflector writes (400 decisions)."""
-    from reflexmem.operations.cycle import DirectRunner, run_reflection
+    from reflexmem.operations.cycle import run_reflection
+    from reflexmem.operations.runner import DirectRunner
 
     res = make_resources(engine)
     seed_ledger(res, tmp_path, n=400)

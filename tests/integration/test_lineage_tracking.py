@@ -15,7 +15,8 @@ from adapters.lineage import Links, trace
 from adapters.tracking.eval import EvaluationTracker
 from adapters.tracking.sets import digest
 from reflexmem.operations import evaluation, reflection
-from reflexmem.operations.cycle import CycleParams, DirectRunner, run_maturation
+from reflexmem.operations.cycle import CycleParams, run_maturation
+from reflexmem.operations.runner import DirectRunner
 from tests.support import AS_OF, make_resources, registry, seed_ledger
 
 R = TypeVar("R")

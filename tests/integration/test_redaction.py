@@ -28,7 +28,8 @@ from adapters.resources import build_resources
 from apps.bench.support import scratch_url
 from reflexmem.ledger.models import Base
 from reflexmem.operations import intake
-from reflexmem.operations.cycle import CycleParams, DirectRunner, run_cycle
+from reflexmem.operations.cycle import CycleParams, run_cycle
+from reflexmem.operations.runner import DirectRunner
 from reflexmem.prices.dfull_bars import write_dfull_bars
 from reflexmem.prices.panel import load_dfull
 from reflexmem.redact import MASK, known_secrets, redact, secret_values

@@ -21,8 +21,9 @@ from typer.testing import CliRunner
 
 from reflexmem.ledger.audit import ledger_counts
 from reflexmem.operations import intake
-from reflexmem.operations.cycle import DirectRunner, run_memory, run_reflection
+from reflexmem.operations.cycle import run_memory, run_reflection
 from reflexmem.operations.resources import Resources
+from reflexmem.operations.runner import DirectRunner
 from reflexmem.prices.panel import load_dfull
 from reflexmem.recall import RecallConstraints
 from reflexmem.recall import recall as recall_cases

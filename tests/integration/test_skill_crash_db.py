@@ -26,8 +26,9 @@ from adapters.db import make_engine
 from adapters.tracking.skills import SkillTracker
 from reflexmem.ledger.checksums import table_checksums
 from reflexmem.ledger.reflex_enums import SkillState
-from reflexmem.operations.cycle import DirectRunner, run_skills
+from reflexmem.operations.cycle import run_skills
 from reflexmem.operations.resources import Resources
+from reflexmem.operations.runner import DirectRunner
 from reflexmem.reflex.lifecycle import Evidence
 from reflexmem.reflex.skills import SkillSpec
 from reflexmem.reflex.versions import TransitionRecord, VersionInfo

@@ -16,8 +16,9 @@ import yaml
 from adapters import migrate
 from adapters.db import make_engine
 from reflexmem.ledger.checksums import table_checksums
-from reflexmem.operations.cycle import DirectRunner, run_skills
+from reflexmem.operations.cycle import run_skills
 from reflexmem.operations.resources import Resources
+from reflexmem.operations.runner import DirectRunner
 from reflexmem.operations.skill_lifecycle import skill_effects
 from reflexmem.reflex.experience import read_experience
 from reflexmem.reflex.versions import transitions_of

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -7,8 +8,9 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
-from adapters.structures_service import Targets, run_all, show
-from adapters.tracking.structures import MODEL, StructureRegistry
+from adapters.tracking.structures import MODEL, StructureRegistry, StructureTracker
+from reflexmem.operations.runner import DirectRunner
+from reflexmem.operations.structures import run_structure_search, show_structures
 from reflexmem.structures import operations as ops
 from reflexmem.structures import persist, rollout
 from reflexmem.structures.evaluate import replay
@@ -18,6 +20,7 @@ from reflexmem.structures.office import SKILLS, OfficeEnvironment
 from reflexmem.structures.office_tasks import stream, task_sets
 from reflexmem.structures.refusals import StructureRefused
 from reflexmem.structures.runtime import SkillAnswer, SkillContext, SkillFn
+from tests.support import make_resources
 
 
 def _url(engine: sa.Engine) -> str:
@@ -33,8 +36,8 @@ def test_search_registers_versions_in_ledger_and_mlflow(
     engine: sa.Engine, mlflow_uri: str, tmp_path: Path
 ) -> None:
     artifacts = (tmp_path / "artifacts").as_uri()
-    t = Targets(_url(engine), mlflow_uri, artifacts)
-    out = run_all(t, "composite", 0, "experiment-b")
+    res = replace(make_resources(engine), structure_tracker=StructureTracker(mlflow_uri, artifacts))
+    out = run_structure_search(DirectRunner(res)).summary
     assert out["registered"]
     winner, root = out["registered_id"], "office-all-shared"
     with engine.connect() as conn:
@@ -87,10 +90,10 @@ def test_search_registers_versions_in_ledger_and_mlflow(
     assert run.data.metrics["selection_cost"] == 1.0
     assert run.data.metrics["test_success_receipt_schedule"] == 1.0
 
-    again = run_all(t, "composite", 0, "experiment-b")  # from the new current: nothing better
+    again = run_structure_search(DirectRunner(res)).summary  # from the new current: nothing better
     assert not again["registered"]
     assert _count(engine, persist.V) == 2
-    shown = show(t)
+    shown = show_structures(res)
     assert shown["current"] == winner
     assert [link["structure_id"] for link in shown["lineage"]] == [winner, root]
 
