@@ -14,7 +14,9 @@ from reflexmem.settings import Settings
 if TYPE_CHECKING:
     from adapters.structures_service import Targets
 
-structures_app = typer.Typer(no_args_is_help=True, help="Structure G versions (SPEC 6).")
+structures_app = typer.Typer(
+    no_args_is_help=True, help="Structure G versions (docs/design.md §11)."
+)
 app.add_typer(structures_app, name="structures")
 
 
