@@ -1,4 +1,4 @@
-"""The one tool executor every tool call goes through (SPEC 6).
+"""The one tool executor every tool call goes through (docs/design.md §7).
 
 Agents, reflectors, the REFLEX layers and flows never call a tool handler directly. A
 single choke point is what makes the guarantees checkable: the caller's identity must

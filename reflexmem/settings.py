@@ -9,7 +9,7 @@ embedder), so every choice of implementation is made in one place from these fie
 
 The role-memory mode is the exception that proves the rule: it is read once per process
 by `runtime_mode()` and then frozen, because a mode switch must take a restart
-(SPEC 4.6), never a hot reload.
+(docs/design.md §9), never a hot reload.
 """
 
 from __future__ import annotations

@@ -120,7 +120,11 @@ class DefinitionRegistry:
                     "reflexmem.sha256": digest,
                 }
                 mv = self._register(
-                    model, f"Evaluation profile {name} (SPEC 4.4)", text, f"{name}.yaml", tags
+                    model,
+                    f"Evaluation profile {name} (docs/design.md §6)",
+                    text,
+                    f"{name}.yaml",
+                    tags,
                 )
                 self.client.set_registered_model_alias(model, f"profile-v{v}", mv)
             self._known[(f"profile:{name}", str(v))] = mv

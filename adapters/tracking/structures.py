@@ -110,7 +110,8 @@ class StructureRegistry:
             self.client.get_registered_model(self.model)
         except MlflowException:
             self.client.create_registered_model(
-                self.model, description="REFLEX structure G versions (SPEC 6), with lineage."
+                self.model,
+                description="REFLEX structure G versions (docs/design.md §11), with lineage.",
             )
 
     def version_of(self, structure_id: str) -> Any | None:

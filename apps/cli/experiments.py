@@ -1,4 +1,4 @@
-"""Experiments of the REFLEX design that must come out exactly (SPEC 6): `experiment b`."""
+"""REFLEX experiments that must come out exactly (docs/design.md §11): `experiment b`."""
 
 from __future__ import annotations
 

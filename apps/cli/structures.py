@@ -10,7 +10,9 @@ import typer
 
 from apps.cli.common import app, console, emit, err
 
-structures_app = typer.Typer(no_args_is_help=True, help="Structure G versions (SPEC 6).")
+structures_app = typer.Typer(
+    no_args_is_help=True, help="Structure G versions (docs/design.md §11)."
+)
 app.add_typer(structures_app, name="structures")
 
 

@@ -2,7 +2,7 @@
 
 Everything shown is read back from the ledger the cycle wrote; nothing is fabricated.
 The recall goes through the agent's active-mode tool registry, and the same recall is
-asked of a shadow-mode registry, which has no recall tool at all (SPEC 4.6).
+asked of a shadow-mode registry, which has no recall tool at all (docs/design.md §9).
 """
 
 from __future__ import annotations

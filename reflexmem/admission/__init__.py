@@ -1,1 +1,1 @@
-"""Fail-closed admission of executions into role cases (SPEC 4.2-4.3)."""
+"""Fail-closed admission of executions into role cases (docs/design.md §4)."""

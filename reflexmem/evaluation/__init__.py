@@ -1,4 +1,4 @@
-"""Evaluation runs (SPEC 4.4): versioned per benchmark profile, replayed, explicitly promoted.
+"""Evaluation runs (docs/design.md §6): versioned per profile, replayed, explicitly promoted.
 
 `profiles` names the recipes, `components` computes every factor with its own quality
 flags, `runs` writes batches (and replays) as new rows, `promote` makes exactly one run

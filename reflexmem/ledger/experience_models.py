@@ -1,4 +1,4 @@
-"""The experience contract's columns on `episodes` (SPEC 6, migration 0006).
+"""The experience contract's columns on `episodes` (docs/design.md §10, migration 0006).
 
 Kept apart from `models.py` so that the contract reads as one unit: identity and links,
 input, decision, action, result, feedback, resources. `Episode` mixes in

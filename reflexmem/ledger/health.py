@@ -21,7 +21,7 @@ from reflexmem.ledger.reflex_models import ReviewItem
 from reflexmem.ledger.safety_models import LessonReview
 
 STALE_FACTOR = 2
-"""A pending case is stale after this many maturation periods (SPEC: twice)."""
+"""A pending case is stale after this many maturation periods (docs/design.md §13: twice)."""
 
 
 def _stale_cutoff(maturation_days: Mapping[str, int], now: datetime) -> sa.ColumnElement[Any]:

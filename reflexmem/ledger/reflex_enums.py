@@ -1,4 +1,4 @@
-"""Closed vocabularies of REFLEX (SPEC 6): layers, episode states, failures, skill lifecycle.
+"""REFLEX vocabularies (docs/design.md §10): layers, episode states, failures, skill lifecycle.
 
 Each becomes a CHECK constraint in migration 0006, so a row can never claim a layer,
 a status or a lifecycle state the code does not know.

@@ -1,6 +1,6 @@
 """Tables of REFLEX skills, the review queue and the executor's shared state (migration 0006).
 
-* `skills` / `skill_versions`: every field of a skill's contract (SPEC 6), one row per
+* `skills` / `skill_versions`: every field of a skill's contract (docs/design.md §10), one row per
   version, with its lifecycle state; at most one version of a skill is `active` (a
   partial unique index, so two workers cannot both promote).
 * `skill_transitions`: every lifecycle move with the evidence that justified it.

@@ -1,4 +1,4 @@
-"""The learning schedule of AEL memory (SPEC section 5), as one value and pure functions.
+"""The learning schedule of AEL memory (docs/design.md §8), as one value and pure functions.
 
 Both learning paths, the in-process :class:`~reflexmem.memory.loop.LearningLoop` and the
 ledger's :meth:`~reflexmem.memory.ledger_agents.MemoryLedger.record_episodes`, take their

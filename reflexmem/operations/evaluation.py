@@ -1,4 +1,4 @@
-"""Stages of evaluation (SPEC 4.4): evaluate matured cases, replay, promote.
+"""Stages of evaluation (docs/design.md §6): evaluate matured cases, replay, promote.
 
 Each batch is one ledger transaction plus its tracking run: the run is opened before
 the write (its ID goes into the rows), finished after the commit, and marked failed if

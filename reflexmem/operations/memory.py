@@ -1,4 +1,4 @@
-"""Stages of memory (SPEC 5): record reflected cases as episodes, distil due windows.
+"""Stages of memory (docs/design.md §8): record reflected cases as episodes, distil due windows.
 
 `record_episodes` is where the trading stream enters the three-tier memory: each
 reflected case of a role becomes one episode of `role:<id>` (ledger row, episodic entry,

@@ -7,7 +7,7 @@ has served), the policy decides which tiers and how many items are recalled, and
 recall is logged with the decision's ID. When that decision's case is later recorded
 as an episode, its outcome credits the policy (`reflexmem.memory.role_stream`).
 
-Only active mode has recall at all (SPEC 4.6); callers check the frozen runtime mode.
+Only active mode has recall at all (docs/design.md §9); callers check the frozen runtime mode.
 """
 
 from __future__ import annotations

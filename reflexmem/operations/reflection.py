@@ -1,4 +1,4 @@
-"""The reflection stage (SPEC 4.5): one role's offerable cases, one locked batch.
+"""The reflection stage (docs/design.md §7): one role's offerable cases, one locked batch.
 
 The reflector is built per batch from `Resources.reflection` around a guarded executor
 whose broker must never run (the reflector identity has no fund-moving tool), and a

@@ -1,4 +1,4 @@
-"""Stages of the skill learning path (SPEC 6): generate candidates, check new decisions.
+"""Stages of the skill learning path (docs/design.md §10): generate candidates, check new decisions.
 
 * `generate_candidates` clusters the reflected `trade_decision` episodes known at the
   cycle's clock by lesson (`reflexmem.reflex.clusters`), separates fixed conditions

@@ -1,8 +1,8 @@
-"""Role-case recall (SPEC 4.7): constrained SQL filters first, then hybrid ranking.
+"""Role-case recall (docs/design.md §9): constrained SQL filters first, then hybrid ranking.
 
 The eligibility constraints are SQL predicates on the ledger (`constraints`), applied
 by the database before any score is computed; full-text (`fts`) and embedding
-(`embeddings`) scores only order what the constraints let through, and the SPEC 5 tier
+(`embeddings`) scores only order what the constraints let through, and the tier
 ranking (`reflexmem.memory.ranking.rank_scores`) makes the final order (`api`).
 """
 

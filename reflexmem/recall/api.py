@@ -6,7 +6,7 @@
    can still be found.
 2. Each candidate gets f_match = w * text + (1 - w) * max(cosine, 0), with text the
    full-text score divided by the pool's best (1 for a query without terms).
-3. The SPEC 5 formula `rank_scores` orders cases (episodic tier, age in days before
+3. The formula of docs/design.md §8, `rank_scores` orders cases (episodic tier, age in days before
    `as_of`/now, quality 1) together with the role namespace's semantic and procedural
    memory entries (age in namespace episodes) that were live at `as_of` (active, or
    superseded only after it); candidates never appear. The episodic tier *is* the

@@ -25,7 +25,7 @@ MANUAL_ORIGINS = (Origin.MANUAL_AGENT.value, Origin.MANUAL_EXTERNAL.value)
 
 
 class RecallUnavailable(RuntimeError):
-    """Recall was asked for outside `active` mode (SPEC 4.6: shadow has no recall)."""
+    """Recall was asked for outside `active` mode (docs/design.md §9: shadow has no recall)."""
 
 
 def require_active(mode: MemoryMode) -> None:

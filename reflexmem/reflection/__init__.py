@@ -1,4 +1,4 @@
-"""Reflection on settled role cases (SPEC 4.5): rule layers L0/L1, model layer L3, budget.
+"""Reflection on settled role cases (docs/design.md §7): rule layers L0/L1, model layer L3, budget.
 
 Everything here is pure domain code: it takes settled cases as values and returns
 verdicts as values. Flows decide when to run it and write the results to the ledger.

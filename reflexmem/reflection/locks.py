@@ -1,6 +1,6 @@
 """The per-role reflection lock, held for a whole batch without holding a transaction.
 
-SPEC 4.5 serialises reflection per role, so the lock spans the batch, model calls
+docs/design.md §7 serialises reflection per role, so the lock spans the batch, model calls
 included. It must not be a transaction-scoped database lock: a batch waits on the model
 for as long as its response limits allow, and a transaction open that long holds a
 PostgreSQL snapshot and, on SQLite, the database's only write lock, which would stop

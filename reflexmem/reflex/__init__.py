@@ -1,4 +1,4 @@
-"""REFLEX skills (SPEC 6): experience records, skill versions, the router, shadow evaluation.
+"""REFLEX skills (docs/design.md §10): experience records, versions, router, shadow evaluation.
 
 Repeated experience becomes cheaper decision paths (L2 examples, L1 bounded choices,
 L0 rules) only through evidence, and only the common executor touches the world. Pure

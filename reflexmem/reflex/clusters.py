@@ -1,6 +1,6 @@
 """Experience clusters of trading decisions: fixed conditions apart from variable arguments.
 
-The first step of the learning path (SPEC 6): episodes of one task family are grouped by
+The first step of the learning path (docs/design.md §10): episodes of one task family are grouped by
 what reflection taught about them. A cluster is one role's decisions that carry one
 lesson (its `pattern:<key>` tag), drawn from the `fit` split only; every other fit-split
 decision of the role is its contrast. For each cluster this module finds:

@@ -1,4 +1,4 @@
-"""The experience contract (SPEC 6): one typed record per episode, validated before writing.
+"""The experience contract (docs/design.md §10): one typed record per episode, validated first.
 
 `ExperienceRecord` carries every field of the contract: IDs and parents; structure,
 module and edge IDs; goal, observation, task family, environment version; layer, skill

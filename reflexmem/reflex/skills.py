@@ -1,4 +1,4 @@
-"""Skill files: schema-validated YAML holding every field of a skill's contract (SPEC 6).
+"""Skill files: schema-validated YAML with every field of a skill's contract (docs/design.md §10).
 
 A skill file is checked in two steps before anything uses it. The JSON Schema
 (`skill.schema.json`, shipped beside this module) fixes the shape; then the meaning:

@@ -1,4 +1,4 @@
-"""What an agent runtime gets from Reflex Memory, decided by the frozen mode (SPEC 4.6).
+"""What an agent runtime gets from Reflex Memory, decided by the frozen mode (docs/design.md §9).
 
 `tools.build_registry(mode, ...)` is the one place an agent runtime asks for its tools:
 in `shadow` the registry simply has no recall and no manual-reflect tool (asking for one

@@ -1,4 +1,4 @@
-"""Prompt assembly with a fixed precedence (SPEC 4.6), recalled text as data only.
+"""Prompt assembly with a fixed precedence (docs/design.md §9), recalled text as data only.
 
 Sections always come out in this order, whatever order the caller passes them in:
 identity / static safety rules, permission gates, explicit user constraints, recalled

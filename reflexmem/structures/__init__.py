@@ -1,4 +1,4 @@
-"""REFLEX structures (SPEC 6): structure G, its checks and operators, isolation, selection.
+"""REFLEX structures (docs/design.md §11): structure G, checks, operators, isolation, selection.
 
 Pure domain code: no orchestration, tracking or validation framework is imported here.
 The flow (`flows/structure_search.py`), the MLflow registry adapter

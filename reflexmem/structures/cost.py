@@ -5,7 +5,7 @@ loaded into context, activated modules and needless areas, delivered messages,
 verified sub-goals, escalations to the fallback) plus the stored edges. The prices are
 declared here, never fitted to any task set:
 
-- `EXPERIMENT_B` is SPEC 6's definition and nothing else: stored edges plus
+- `EXPERIMENT_B` is the definition of docs/design.md §11 and nothing else: stored edges plus
   unnecessarily activated areas (upkeep 1 per edge, routing waste 1 per area).
 - `DEFAULT` prices a skill run at 1 unit, an independent agent's run at 3 (it carries
   its own context), a deterministic function at 0.1, a loaded knowledge entry at 0.01,

@@ -1,4 +1,4 @@
-"""Experiment B (SPEC 6), reproduced by running it, and the selection loop on top of it.
+"""Experiment B (docs/design.md §11), reproduced by running it, and the selection loop on top of it.
 
 The table replays the three packaged candidates (all-shared: three unconditional
 edges; isolated: none; conditional: image -> document only when the goal needs both

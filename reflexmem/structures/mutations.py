@@ -66,7 +66,7 @@ OPERATORS: dict[str, Callable[..., Mutation]] = {
     "specialize": specialize,
     "recombine": recombine,
 }
-"""The eight search operators of SPEC 6 by name (`repin` is a bundle change)."""
+"""The eight search operators of docs/design.md §11 by name (`repin` is a bundle change)."""
 
 
 def apply_step(

@@ -1,4 +1,4 @@
-"""The eight mutation operators of SPEC 6 (and `repin`), as pure functions.
+"""The eight mutation operators of docs/design.md §11 (and `repin`), as pure functions.
 
 Each takes a parent and arguments and returns a :class:`Mutation` recording the step;
 arguments that cannot apply raise :class:`MutationRefused`. None of them decides

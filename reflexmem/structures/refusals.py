@@ -61,7 +61,7 @@ class StructureRefused(ValueError):
 
 
 class IsolationRefused(PermissionError):
-    """The storage, retrieval or broker layer refused an access (SPEC 6: below the prompt)."""
+    """Storage, retrieval or the broker refused an access (docs/design.md §11: below the prompt)."""
 
     def __init__(self, refusal: Refusal) -> None:
         self.refusal = refusal
