@@ -51,7 +51,7 @@ DISTILLATION_CRON = "45 * * * *"
 FLOW_RETRIES = 1
 """A scheduled flow run that fails is run once more (every stage is idempotent by its own
 selection, so a rerun does what the failed one left); the hooks record it if that fails
-too. Tasks retry on their own first (`tasks.stages.RETRIES`)."""
+too. Tasks retry on their own first (`reflexmem.operations.stages`)."""
 FLOW_RETRY_DELAY_S = 30
 SCHEDULED: dict[str, Any] = {
     "retries": FLOW_RETRIES,

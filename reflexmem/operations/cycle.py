@@ -4,10 +4,12 @@
 is the runner's business. The scheduled flows run parts of the cycle (`run_intake`,
 `run_maturation`, `run_reflection`, `run_memory`, and the three parts of `run_skills`:
 `run_generation`, `run_shadow`, `run_audit`), and the cycle is those parts in order, so
-each part is written once too. `DirectRunner` calls the operation in this process (the
-CLI, the demo, the benchmarks and the tests); the Prefect runner in `flows/cycle.py`
-calls the task that wraps the same operation, so the direct path and the flow cannot
-drift apart: there is no second copy of the sequence to drift.
+each part is written once too; `run_learning` (maturation, reflection, memory) is what a
+benchmark or a test runs on a store that already holds admitted decisions. A
+`DirectRunner` (`runner.py`) calls the operation in this process (the CLI, the demo, the
+benchmarks and the tests); the Prefect runner (`tasks/runner.py`) calls the task that
+wraps the same operation, so the direct path and the flow cannot drift apart: there is
+no second copy of the sequence to drift.
 
 Every stage is idempotent by its own selection (only unjudged executions are admitted,
 only open positions settled, only unevaluated cases evaluated, only decisions without a
