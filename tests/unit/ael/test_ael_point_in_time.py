@@ -68,6 +68,35 @@ def test_allocator_only_ever_sees_history_up_to_its_bar(dfull: PricePanel) -> No
     assert seen == [(t, t + 1) for t in range(128, 167)]
 
 
+# Seed 0, first decision (bar 168) of the D-full panel, pinned.
+SEED0_FIRST_WEIGHTS = {
+    "stateless": [
+        0.025,
+        0.025,
+        0.1326771164571121,
+        0.025,
+        0.025,
+        0.025,
+        0.1585390106009757,
+        0.20429645563197665,
+        0.025,
+        0.3544874173099355,
+    ],
+    "tools": [
+        0.021670502141298776,
+        0.021670502141298776,
+        0.1662473237139283,
+        0.21793423093821307,
+        0.021670502141298776,
+        0.021670502141298776,
+        0.11678884876631797,
+        0.13714607153323521,
+        0.021670502141298776,
+        0.12035109999376264,
+    ],
+}
+
+
 @pytest.mark.parametrize("method", ["stateless", "tools"])
 def test_agent_seeds_reproduce_exactly_and_differ_slightly(method: str, dfull: PricePanel) -> None:
     spec = get_method(method)
@@ -77,6 +106,9 @@ def test_agent_seeds_reproduce_exactly_and_differ_slightly(method: str, dfull: P
     def run(seed: int) -> np.ndarray:
         return env.run(split, spec.factory(np.random.default_rng(seed))).weights
 
-    np.testing.assert_array_equal(run(0), run(0))
+    seeded = run(0)
+    np.testing.assert_array_equal(run(0), seeded)
+    assert seeded.shape == (39, dfull.n_assets)  # one decision per bar but the last
+    np.testing.assert_allclose(seeded[0], SEED0_FIRST_WEIGHTS[method], rtol=1e-9)
     diff = np.abs(run(0) - run(1)).max()
     assert 0 < diff < 0.2

@@ -1,4 +1,5 @@
 import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -170,7 +171,29 @@ def test_same_seed_reproduces_the_whole_run() -> None:
             play(loop, -0.6 if i % 2 else 0.1, tags=(f"t{i % 3}",))
         return json.dumps([loop.snapshot(), dump(loop)], sort_keys=True)
 
-    assert snapshot(4) == snapshot(4)
+    text = snapshot(4)
+    assert snapshot(4) == text
+    # Pinned for seed 4: 15 warm-up episodes, then 105 learned ones (rewards 0.55 / 0.2).
+    state, store = json.loads(text)
+    assert state["history"][:4] == [
+        [0, "compressed", 0.1, 0.55, False],
+        [1, "aggressive_learner", -0.6, 0.2, False],
+        [2, "full_detailed", 0.1, 0.55, False],
+        [3, "recent_window", -0.6, 0.2, False],
+    ]
+    assert Counter(h[1] for h in state["history"]) == {
+        "aggressive_learner": 33,
+        "recent_window": 26,
+        "full_detailed": 22,
+        "none": 19,
+        "compressed": 12,
+        "recent_window+g1": 8,
+    }
+    assert [(e["episode"], e["policy"]["name"]) for e in state["events"]] == [
+        (99, "recent_window+g1")
+    ]
+    assert sum(state["bandit"]["alpha"]) == pytest.approx(6 + 52 * 0.55 + 53 * 0.2)  # 6 priors
+    assert Counter(e["tier"] for e in store["entries"]) == {"episodic": 120, "semantic": 22}
     assert snapshot(4) != snapshot(5)
 
 

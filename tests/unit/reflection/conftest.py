@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -8,6 +9,7 @@ import pytest
 from reflexmem.ledger.enums import Direction
 from reflexmem.reflection.types import EvidenceItem, ReflectionInput
 from reflexmem.registry import RolePolicy, RoleRegistry, load_registry
+from tests.unit.reflection.llm_server import LEAKED_AT, Serve, model_servers
 from tests.unit.reflection.reflection_helpers import EvidenceFor, MakeCase, RoleOf
 
 DECIDED_AT = datetime(2024, 3, 4, 15, 30, tzinfo=UTC)
@@ -59,3 +61,19 @@ def make_case(role: RoleOf) -> MakeCase:
 @pytest.fixture
 def evidence_for(role: RoleOf) -> EvidenceFor:
     return lambda role_id: fresh_evidence(role(role_id))
+
+
+# The LLM reflector tests' scripted model and case (test_reflection_bounds.py overrides
+# both with its own hostile server and a case without leaked evidence).
+@pytest.fixture
+def serve() -> Iterator[Serve]:
+    with model_servers() as start:
+        yield start
+
+
+@pytest.fixture
+def case(make_case: MakeCase, evidence_for: EvidenceFor) -> ReflectionInput:
+    leaked = EvidenceItem("technicals", LEAKED_AT, {"rsi": 90})
+    return make_case(
+        evidence=[*evidence_for("momentum"), leaked], realized_return=-0.06, signal=-0.6
+    )

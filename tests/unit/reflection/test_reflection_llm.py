@@ -1,150 +1,27 @@
+"""The LLM reflector against a scripted model: answers, retries, transport, the schema."""
+
 from __future__ import annotations
 
 import json
 import socket
-import threading
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from reflexmem.executor import ORDER_TOOLS, ToolExecutor, order_tools
 from reflexmem.ledger.enums import CaseState, OutcomeClass
-from reflexmem.reflection.llm import Answer, LLMConfig, OpenAIReflector
-from reflexmem.reflection.types import EvidenceItem, ReflectionInput, TokenUsage
-from tests.unit.reflection.reflection_helpers import EvidenceFor, MakeCase
-
-DECIDED_AT = datetime(2024, 3, 4, 15, 30, tzinfo=UTC)  # what make_case uses (conftest)
-PRICE_REF = f"price_history@{(DECIDED_AT - timedelta(hours=1)).isoformat()}"
-LEAKED_AT = DECIDED_AT + timedelta(days=2)
-
-
-@dataclass
-class Reply:
-    """One canned HTTP reply: a status, a body (dict -> JSON) and an optional stall."""
-
-    body: dict[str, Any] | str
-    status: int = 200
-    stall: bool = False
-
-
-def completion(content: object, *, usage: bool = True, **message: Any) -> dict[str, Any]:
-    text = content if isinstance(content, str) or content is None else json.dumps(content)
-    body: dict[str, Any] = {
-        "id": "cmpl-1",
-        "object": "chat.completion",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text, **message}}],
-    }
-    if usage:
-        body["usage"] = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
-    return body
-
-
-VALID = completion(
-    {
-        "class": "logic_error",
-        "lesson": "Role momentum (trend_reversal_ignored): went long against its own "
-        "price_history signal and lost.",
-        "evidence": [PRICE_REF],
-    }
+from reflexmem.reflection.llm import Answer, OpenAIReflector
+from reflexmem.reflection.types import ReflectionInput, TokenUsage
+from tests.unit.reflection.llm_server import (
+    LEAKED_AT,
+    MALFORMED,
+    PRICE_REF,
+    VALID,
+    Reply,
+    Serve,
+    completion,
+    config,
 )
-MALFORMED = completion('{"class": "logic_error", "lesson": ')
-
-
-@dataclass
-class ModelServer:
-    """A real chat-completions endpoint on 127.0.0.1 that plays a script of replies."""
-
-    script: list[Reply]
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
-    release: threading.Event = field(default_factory=threading.Event)
-    url: str = ""
-
-    def reply_for(self, n: int) -> Reply:
-        return self.script[min(n, len(self.script) - 1)]
-
-
-Serve = Callable[..., ModelServer]
-
-
-@pytest.fixture
-def serve() -> Iterator[Serve]:
-    servers: list[tuple[ThreadingHTTPServer, ModelServer]] = []
-
-    def start(*script: Reply) -> ModelServer:
-        state = ModelServer(list(script))
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                payload = json.loads(self.rfile.read(length))
-                state.paths.append(self.path)
-                state.headers.append({k.lower(): v for k, v in self.headers.items()})
-                state.requests.append(payload)
-                reply = state.reply_for(len(state.requests) - 1)
-                if reply.stall:
-                    state.release.wait(5)
-                    return
-                raw = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
-                data = raw.encode()
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except OSError:
-                    pass
-
-            def log_message(self, *_: object) -> None:
-                pass
-
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
-        state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-        servers.append((httpd, state))
-        return state
-
-    yield start
-    for httpd, state in servers:
-        state.release.set()
-        httpd.shutdown()
-        httpd.server_close()
-
-
-def config(url: str, **overrides: Any) -> LLMConfig:
-    values: dict[str, Any] = {
-        "base_url": url,
-        "model": "test-model",
-        "api_key": "sk-test",
-        "timeout_s": 2.0,
-        "max_retries": 2,
-        "backoff_s": 0.001,
-    }
-    values.update(overrides)
-    return LLMConfig(**values)
-
-
-@pytest.fixture
-def case(make_case: MakeCase, evidence_for: EvidenceFor) -> ReflectionInput:
-    leaked = EvidenceItem("technicals", LEAKED_AT, {"rsi": 90})
-    return make_case(
-        evidence=[*evidence_for("momentum"), leaked], realized_return=-0.06, signal=-0.6
-    )
-
-
-class OrderHandlers:
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, object]] = []
-
-    def handler(self, name: str) -> Callable[[object], None]:
-        return lambda args: self.calls.append((name, args))
+from tests.unit.reflection.reflection_helpers import MakeCase
 
 
 def test_valid_answer_becomes_an_l3_reflection_with_usage(
@@ -295,77 +172,6 @@ def test_client_errors_are_not_retried(serve: Serve, case: ReflectionInput) -> N
     assert len(server.requests) == 1
 
 
-def test_answer_asking_to_place_an_order_is_refused_by_the_executor(
-    serve: Serve, case: ReflectionInput
-) -> None:
-    order = completion(
-        {
-            "class": "logic_error",
-            "lesson": "Role momentum: buy more.",
-            "evidence": [PRICE_REF],
-            "action": "place_order",
-            "symbol": "AAPL",
-            "side": "long",
-            "quantity": 100,
-        }
-    )
-    server = serve(Reply(order))
-    broker = OrderHandlers()
-    executor = ToolExecutor.with_tools(
-        order_tools(
-            place=broker.handler("place"),
-            modify=broker.handler("modify"),
-            cancel=broker.handler("cancel"),
-        )
-    )
-    with OpenAIReflector(config(server.url), executor=executor) as reflector:
-        (r,) = reflector.reflect([case])
-    assert broker.calls == []  # no order handler ever ran
-    assert r.failed  # an answer that tries to act is not a verdict
-    assert r.outcome_class is None
-    assert r.lesson is None
-    assert len(executor.audit) == 3  # one refused attempt per model answer
-    for rec in executor.audit:
-        assert (rec.caller, rec.tool, rec.effects, rec.outcome) == (
-            "reflector",
-            "place_order",
-            ("move_funds",),
-            "refused",
-        )
-        assert rec.arguments == {"symbol": "AAPL", "side": "long", "quantity": 100}
-    assert "refused" in (r.error or "")
-
-
-def test_native_tool_calls_go_to_the_executor_and_a_clean_retry_still_counts(
-    serve: Serve, case: ReflectionInput
-) -> None:
-    calls = [
-        {
-            "id": f"call-{name}",
-            "type": "function",
-            "function": {"name": name, "arguments": json.dumps({"order_id": "o-1"})},
-        }
-        for name in sorted(ORDER_TOOLS)
-    ]
-    server = serve(Reply(completion(None, tool_calls=calls)), Reply(VALID))
-    broker = OrderHandlers()
-    executor = ToolExecutor.with_tools(
-        order_tools(
-            place=broker.handler("place"),
-            modify=broker.handler("modify"),
-            cancel=broker.handler("cancel"),
-        )
-    )
-    with OpenAIReflector(config(server.url), executor=executor) as reflector:
-        (r,) = reflector.reflect([case])
-    assert broker.calls == []
-    assert sorted(rec.tool for rec in executor.audit) == sorted(ORDER_TOOLS)
-    assert {rec.outcome for rec in executor.audit} == {"refused"}
-    assert not r.failed
-    assert r.outcome_class is OutcomeClass.LOGIC_ERROR
-    assert r.model_calls == 2
-
-
 def test_a_batch_keeps_case_order_and_fails_cases_independently(
     serve: Serve, make_case: MakeCase, case: ReflectionInput
 ) -> None:
@@ -406,34 +212,3 @@ def test_answer_schema_accepts_unlearnable_classes_with_a_null_lesson(cls: str) 
         {"class": cls, "lesson": None, "evidence": [PRICE_REF]}, context={"refs": REFS}
     )
     assert answer.outcome_class is OutcomeClass(cls)
-
-
-@pytest.mark.parametrize(
-    "extra",
-    [
-        {"actions": [{"name": "cancel_order", "arguments": {"order_id": "o-9"}}]},
-        {"tool_call": {"name": "modify_order", "arguments": '{"order_id": "o-9"}'}},
-        {"tool": "cancel_order", "arguments": {"order_id": "o-9"}},
-    ],
-)
-def test_other_spellings_of_an_action_request_also_reach_the_executor(
-    serve: Serve, case: ReflectionInput, extra: dict[str, object]
-) -> None:
-    answer = completion({"class": "variance", "lesson": None, "evidence": [], **extra})
-    server = serve(Reply(answer))
-    broker = OrderHandlers()
-    executor = ToolExecutor.with_tools(
-        order_tools(
-            place=broker.handler("place"),
-            modify=broker.handler("modify"),
-            cancel=broker.handler("cancel"),
-        )
-    )
-    with OpenAIReflector(config(server.url, max_retries=0), executor=executor) as reflector:
-        (r,) = reflector.reflect([case])
-    assert r.failed
-    assert broker.calls == []
-    (rec,) = executor.audit
-    assert rec.outcome == "refused"
-    assert rec.tool in ORDER_TOOLS
-    assert rec.arguments == {"order_id": "o-9"}

@@ -98,7 +98,14 @@ def test_losing_against_the_roles_own_signal_is_a_logic_error_with_a_lesson(
 
 def test_lesson_and_failure_mode_are_deterministic(make_case: MakeCase) -> None:
     case = make_case(realized_return=-0.06, signal=-0.6)
-    assert one(case) == one(case)
+    first = one(case)
+    assert one(case) == first
+    # Pinned: of momentum's modes only trend_reversal_ignored shares a hint ("ignored").
+    assert first.lesson == (
+        "Role momentum (trend_reversal_ignored): went long against its own "
+        "price_history/technicals signal (-0.60) and lost 6.00%."
+    )
+    assert first.reasons == ("went long against the role's own signal -0.60 and lost 0.0600",)
     assert one(case).lesson == one(make_case(realized_return=-0.06, signal=-0.6)).lesson
 
 

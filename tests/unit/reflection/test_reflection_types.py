@@ -121,8 +121,12 @@ def test_reflection_serializes_to_plain_json_for_the_ledger() -> None:
 
 
 def test_evidence_items_compare_by_content() -> None:
-    assert EvidenceItem("a", AT, 1) == EvidenceItem("a", AT, 1)
-    assert EvidenceItem("a", AT, 1).ref == EvidenceRef("a", AT)
+    item = EvidenceItem("a", AT, 1)
+    assert EvidenceItem("a", AT, 1) == item  # two instances, same content
+    assert EvidenceItem("a", AT, 2) != item
+    assert EvidenceItem("b", AT, 1) != item
+    assert item.ref == EvidenceRef("a", AT)
+    assert item.epoch == 1709566200.0  # 2024-03-04T15:30:00Z
 
 
 def test_the_reflection_core_imports_no_orchestration_or_tracking_framework() -> None:

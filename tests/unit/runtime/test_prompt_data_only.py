@@ -59,7 +59,11 @@ def test_a_recalled_lesson_cannot_leave_the_data_block(lesson: str) -> None:
 
 def test_the_block_is_reproducible() -> None:
     args: dict[str, Any] = {"identity": ["rules"], "recalled": ["x", "y"], "task": "t"}
-    assert (
-        assemble_prompt(MemoryMode.ACTIVE, **args).text
-        == assemble_prompt(MemoryMode.ACTIVE, **args).text
+    text = assemble_prompt(MemoryMode.ACTIVE, **args).text
+    assert assemble_prompt(MemoryMode.ACTIVE, **args).text == text
+    # The block id is sha256('["x", "y"]')[:16]: pinned, so a change of id or escaping shows.
+    block = (
+        '<recalled-data id="8164c53b977060f6">\n["x", "y"]\n</recalled-data id="8164c53b977060f6">'
     )
+    assert text.startswith("## Identity and safety rules (always apply)\n- rules\n\n## Recalled")
+    assert text.endswith(f"\n{block}\n\n## Task\nt")

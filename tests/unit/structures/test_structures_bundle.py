@@ -13,6 +13,8 @@ def test_bundle_pins_the_structure_skills_and_index() -> None:
     assert b.skill_versions == ("classify-document@1", "extract-receipt@1", "schedule-event@1")
     assert b.index_version == "office-index@1"
     assert bundle_for(s, "office") == b  # the ID is a hash, stable
+    # sha256("office|office-all-shared|<the three skills>|office-index@1")[:16]
+    assert b.bundle_id == "bundle-44e99b9a5f5790c6"
     assert bundle_for(s, "other").bundle_id != b.bundle_id
     check_bundle(b, s)
     bad = type(b)(b.bundle_id, b.scope, b.structure_id, ("classify-document@2",), "office-index@2")

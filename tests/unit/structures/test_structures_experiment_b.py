@@ -172,7 +172,27 @@ def test_total_cost_components_are_counted_and_priced() -> None:
 
 
 def test_experiment_b_result_is_deterministic() -> None:
-    assert run_experiment_b(0)["selection"] == run_experiment_b(0)["selection"]
+    result = run_experiment_b(0)
+    assert run_experiment_b(0)["selection"] == result["selection"]
+    # Pinned: the winners are the cheapest rows of EXPECTED (cost 1 and cost 0).
+    assert result["selected"] == {"composite": "conditional", "independent": "isolated"}
+    composite, independent = result["selection"]["composite"], result["selection"]["independent"]
+    assert composite["structure_id"] == "office-all-shared.a870853751"
+    assert composite["operators"] == [
+        "delete_edge(edge=document->schedule)",
+        "delete_edge(edge=schedule->image)",
+        "conditionalize_edge(all_of=['classify_document', 'extract_fields'], edge=image->document)",
+    ]
+    assert composite["edges"] == ["image->document[all_of(classify_document,extract_fields)]"]
+    assert (composite["selection_cost"], composite["parent_selection_cost"]) == (1.0, 61.0)
+    assert independent["structure_id"] == "office-all-shared.8cad3d99f9"
+    assert independent["operators"][-1] == "delete_edge(edge=image->document)"
+    assert independent["edges"] == []
+    assert (independent["selection_cost"], independent["parent_selection_cost"]) == (0.0, 53.0)
+    assert [
+        (d["generations"], d["candidates_generated"], d["candidates_evaluated"])
+        for d in (composite, independent)
+    ] == [(2, 15, 16), (2, 11, 12)]
 
 
 @pytest.mark.parametrize(
