@@ -10,6 +10,7 @@ from __future__ import annotations
 from apps.cli import (  # noqa: F401  (register commands)
     admin,
     agents,
+    backfill,
     bench,
     cycle,
     evaluation,

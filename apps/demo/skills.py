@@ -2,9 +2,10 @@
 
 A skill needs time: it is generated from decisions whose outcomes are known, judged on
 other past decisions, then on decisions made after it became limited, whose outcomes
-arrive days later. So the demo runs the daily cycle once a week over the stream's
-history, each run at its own clock (`CycleParams.as_of`): nothing is judged before its
-time, exactly as the scheduled flows would run it. Two scenario events, both stated in
+arrive days later. So the demo backfills the stream's history week by week
+(`reflexmem.operations.backfill`, what `reflexmem backfill --every 7d` runs), each cycle
+at its own clock: nothing is judged before its time, exactly as the scheduled flows
+would run it. Two scenario events, both stated in
 the output, exercise the rest of the lifecycle:
 
 * from `LAG_DAYS` after the first decision, the momentum desk's technicals feed lags two
@@ -31,7 +32,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from apps.demo.runner import table
-from reflexmem.operations.cycle import CycleParams, run_cycle
+from reflexmem.operations.backfill import BackfillParams, run_backfill
+from reflexmem.operations.cycle import CycleReport
 from reflexmem.operations.resources import Resources
 from reflexmem.operations.runner import DirectRunner
 from reflexmem.operations.skill_lifecycle import skill_effects
@@ -92,28 +94,47 @@ def propose_stricter(res: Resources, at: datetime) -> ProposalReport | None:
 
 
 def walk(res: Resources, console: Console, weeks: list[datetime], first: datetime) -> None:
-    """Run the whole cycle at each weekly clock; one line per week."""
-    runner = DirectRunner(res)
+    """Backfill the cycle at the weekly clocks (`reflexmem backfill`); one line per week.
+
+    A person proposes a stricter check part way through, so the weeks run as two
+    backfills: up to the proposal, then from it on.
+    """
+    if not weeks:
+        return
     lag = first + timedelta(days=LAG_DAYS)
     proposal = next((at for at in weeks if at > lag), None)
     console.print(f"scenario: from {lag:%Y-%m-%d} the momentum technicals feed lags 2 days")
-    for at in weeks:
-        if at == proposal:
-            console.print(f"scenario: {at:%Y-%m-%d} a stricter version of {HEADLINE} is proposed")
-            made = propose_stricter(res, at)
-            shown = f"{made.skill} ({made.state})" if made else f"{HEADLINE} was never generated"
-            console.print(f"  proposal: [bold]{shown}[/bold]")
-        report = run_cycle(runner, CycleParams(as_of=at)).skills
-        moves = [*report.shadow.lifecycle.moves, *report.audit.moves]
+
+    def line(at: datetime, cycle: CycleReport | None, _done: int, _total: int) -> None:
+        if cycle is None:
+            console.print(f"[bold]{at:%Y-%m-%d}[/bold] already backfilled")
+            return
+        report = cycle.skills
         console.print(
             f"[bold]{at:%Y-%m-%d}[/bold] episodes {report.generation.episodes}, new candidates "
             f"{len(report.generation.registered)}, decisions checked "
             f"{report.shadow.checks.decisions} {report.shadow.checks.by_status}"
         )
-        for m in moves:
+        for m in [*report.shadow.lifecycle.moves, *report.audit.moves]:
             console.print(
                 f"    {m.skill}: {m.frm} -> [bold]{m.to}[/bold] {escape(_brief(m.evidence))}"
             )
+
+    before = [at for at in weeks if proposal is None or at < proposal]
+    after = [at for at in weeks if proposal is not None and at >= proposal]
+    runner = DirectRunner(res)
+    for part in (before, after):
+        if not part:
+            continue
+        if part is after:
+            console.print(
+                f"scenario: {part[0]:%Y-%m-%d} a stricter version of {HEADLINE} is proposed"
+            )
+            made = propose_stricter(res, part[0])
+            shown = f"{made.skill} ({made.state})" if made else f"{HEADLINE} was never generated"
+            console.print(f"  proposal: [bold]{shown}[/bold]")
+        params = BackfillParams(start=part[0], end=part[-1], every=timedelta(days=7))
+        run_backfill(runner, params, on_clock=line)
 
 
 def _brief(evidence: dict[str, dict[str, float]]) -> str:

@@ -1,10 +1,14 @@
-"""Operations tables (migration 0014_ops): what the scheduler could not do.
+"""Operations tables (migrations 0014_ops, 0016_backfill): what the scheduler did or could not.
 
 `flow_failures` holds one row per flow run that ended Failed or Crashed after its
 retries, written by the flows' failure hooks: which flow and deployment, the Prefect
 flow run, the final state and its (redacted) message. Doctor and audit read it beside
 the Prefect server's own view, so a failure is on record even when the server that
 scheduled the run is gone.
+
+`backfill_clocks` holds one row per clock a backfill finished (`reflexmem backfill`):
+the backfill's key (its range and step) and the cycle clock. Re-running the same
+backfill skips the clocks on record, so a backfill that stopped part way resumes.
 """
 
 from __future__ import annotations
@@ -63,3 +67,13 @@ def record_failure(
         .returning(FlowFailure.failure_id)
     )
     return int(result.scalar_one())
+
+
+class BackfillClock(Base):
+    """One cycle clock a backfill has finished."""
+
+    __tablename__ = "backfill_clocks"
+
+    backfill_key: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    as_of: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True), primary_key=True)
+    finished_at: Mapped[datetime] = mapped_column(sa.DateTime(timezone=True))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reflexmem.operations import (
+    backfill,
     cycle_runs,
     evaluation,
     intake,
@@ -73,6 +74,8 @@ STAGES: tuple[Stage, ...] = (
         skill_lifecycle.advance_skills, "shadow evaluation: evaluation, replay, shadow, rollout", 1
     ),
     Stage(skill_lifecycle.audit_skills, "audit: sample audits and drift of active skills", 1),
+    Stage(backfill.finished_clocks, "backfill: the clocks already finished", 2),
+    Stage(backfill.finish_clock, "backfill: the clock is on record", 2),
     Stage(
         structures.prepare_structures,
         "structures: the scope's active structure (all-shared the first time)",
