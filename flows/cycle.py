@@ -106,7 +106,8 @@ def daily_cycle(
         "promoted": report["maturation"]["promotion"]["promoted"],
         "reflected": sum(r["reflected"] for r in report["reflection"]),
         "episodes": sum(e["recorded"] for e in report["memory"]["episodes"]),
-        "patterns": sum(d["patterns"] for d in report["memory"]["distillation"]),
+        "patterns": sum(d["patterns"] for d in report["memory"]["distillation"])
+        + sum(e["distilled"]["patterns"] for e in report["memory"]["episodes"] if e["distilled"]),
         "skill_candidates": len(report["skills"]["generation"]["registered"]),
         "decisions_checked": report["skills"]["shadow"]["checks"]["decisions"],
         "skill_moves": len(report["skills"]["shadow"]["lifecycle"]["moves"])

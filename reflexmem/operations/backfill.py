@@ -166,7 +166,7 @@ def summary(report: BackfillReport) -> dict[str, object]:
         "matured": sum(c.maturation.maturity.matured for c in cycles),
         "reflected": sum(r.reflected for c in cycles for r in c.reflection),
         "episodes": sum(e.recorded for c in cycles for e in c.memory.episodes),
-        "pattern_versions": sum(d.patterns for c in cycles for d in c.memory.distillation),
+        "pattern_versions": sum(d.patterns for c in cycles for d in c.memory.distilled),
         "skill_candidates": sum(len(c.skills.generation.registered) for c in cycles),
         "skill_moves": sum(
             len(c.skills.shadow.lifecycle.moves) + len(c.skills.audit.moves) for c in cycles

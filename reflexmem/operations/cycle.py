@@ -108,6 +108,12 @@ class MemoryReport:
     episodes: tuple[EpisodeReport, ...]
     distillation: tuple[DistilReport, ...]
 
+    @property
+    def distilled(self) -> tuple[DistilReport, ...]:
+        """Every distillation of the part: inside the episodes stage, then the sweep."""
+        inside = tuple(e.distilled for e in self.episodes if e.distilled is not None)
+        return inside + self.distillation
+
 
 @dataclass(frozen=True)
 class LearningReport:
@@ -192,6 +198,9 @@ def _cycle_counts(c: CycleReport) -> dict[str, float]:
         "admitted": float(c.admission.admitted),
         "quarantined": float(c.admission.quarantined),
         **_learning_counts(LearningReport(c.maturation, c.reflection, c.memory)),
+        "skill_candidates": float(len(c.skills.generation.registered)),
+        "decisions_checked": float(c.skills.shadow.checks.decisions),
+        "skill_moves": float(len(c.skills.shadow.lifecycle.moves) + len(c.skills.audit.moves)),
     }
 
 
@@ -244,7 +253,11 @@ def _learning_counts(report: LearningReport) -> dict[str, float]:
         **_maturation_counts(report.maturation),
         **_reflection_counts(report.reflection),
         "episodes": float(sum(e.recorded for e in report.memory.episodes)),
-        "pattern_versions": float(sum(d.patterns for d in report.memory.distillation)),
+        "windows_distilled": float(sum(d.windows for d in report.memory.distilled)),
+        "pattern_versions": float(sum(d.patterns for d in report.memory.distilled)),
+        "rules_promoted": float(sum(len(d.promoted) for d in report.memory.distilled)),
+        "rules_confirmed": float(sum(len(d.confirmed) for d in report.memory.distilled)),
+        "rules_rejected": float(sum(len(d.rejected) for d in report.memory.distilled)),
     }
 
 
