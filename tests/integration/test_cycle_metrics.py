@@ -33,7 +33,7 @@ def test_pattern_and_rule_counts_match_the_rows_distillation_wrote(
     report = run_cycle(DirectRunner(res), CycleParams(as_of=AS_OF))
     [(status, summary)] = tracker.closed
     with engine.connect() as conn:
-        tiers = dict(
+        tiers: dict[str, int] = dict(
             conn.execute(sa.text("SELECT tier, COUNT(*) FROM memory_entries GROUP BY tier")).all()
         )
     assert status == "FINISHED"
