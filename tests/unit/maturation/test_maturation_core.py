@@ -79,7 +79,7 @@ def test_settlement_waits_for_the_full_horizon_and_uses_fill_vwap() -> None:
             "first_fill": [opened, None, None],
         }
     )
-    out = settle_frame(positions, src, {"fast": 2})
+    out = settle_frame(positions, src, {"fast": 8})  # 8 six-hour bars
     assert out["position_id"].to_list() == ["p1", "p2"]  # p3's horizon is beyond the data
     r1, r2 = out["realized_return"].to_list()
     assert r1 > 0
