@@ -136,7 +136,7 @@ DAILY = (DAYS.astype("datetime64[us]") + np.timedelta64(21, "h")).astype("dateti
 
 
 def daily_source(last: np.datetime64 | None = None) -> MappingPrices:
-    stamps = DAILY if last is None else DAILY[DAILY <= last]
+    stamps = DAILY if last is None else DAILY[last >= DAILY]
     closes = 100 + np.arange(stamps.size, dtype=np.float64)
     return MappingPrices({"HOLI": PriceSeries(stamps, closes, 1.0)})
 
@@ -168,7 +168,7 @@ def test_a_position_before_a_long_weekend_settles_on_its_nth_bar() -> None:
     # Five bars after Friday: Tue 3, Wed 4, Thu 5, Fri 6, Mon 9 (Monday 2 is a holiday).
     assert out["settled_at"].to_list() == [datetime(2024, 9, 9, 21, 0, tzinfo=UTC)]
     assert out["evaluation_points"].to_list() == [5]
-    entry_bar = int(np.flatnonzero(DAYS == np.datetime64("2024-08-30"))[0])
+    entry_bar = int(np.flatnonzero(np.datetime64("2024-08-30") == DAYS)[0])
     assert out["exit_price"].to_list() == [100.0 + entry_bar + 5]
     # The case is measured on five bars, enough for the default minimum of three.
     case = pl.DataFrame(
