@@ -71,7 +71,7 @@ def test_a_decision_before_a_long_weekend_settles_on_n_bars_and_matures(
     gap = set(np.busday_offset(first_day, [1, 2], roll="forward").tolist())
     gap = {np.datetime64(d) for d in gap}
     last = np.datetime64(decided[-1].date()) + np.timedelta64(40, "D")
-    bars = _bars(first_day - np.timedelta64(30, "D"), last, gap)
+    bars = _bars(np.busday_offset(first_day, -20, roll="forward"), last, gap)
     bars_path = tmp_path / "bars-holi.csv"
     bars.write_csv(bars_path)
 
@@ -133,7 +133,8 @@ def test_stale_pending_counts_twice_the_horizon_in_bars_only(
     assert stale(LedgerPrices(engine)) == 0
     # Bars up to the first decision's 2N-th bar after entry: that case alone is stale
     # (its pending position should have settled by now); the others wait for bars.
-    bars = _bars(first_day - np.timedelta64(5, "D"), first_day + np.timedelta64(40, "D"), set())
+    start = np.busday_offset(first_day, -3, roll="forward")
+    bars = _bars(start, np.busday_offset(first_day, 30, roll="forward"), set())
     entry = bars.with_row_index().filter(pl.col("ts") == str(first_day))["index"][0]
     cut = bars.head(entry + 2 * N + 1)
     dates = [np.datetime64(d.date()) for d in decided]
