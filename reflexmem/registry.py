@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from reflexmem.executor_types import Effect
 
@@ -35,10 +35,16 @@ class Maturation(_Strict):
 
 
 class OutcomeProbe(_Strict):
-    """Which settled quantity says whether the role was right."""
+    """Which settled quantity says whether the role was right, over how many bars.
+
+    `horizon_bars` counts trading bars of the decision's symbol (daily or intraday, as
+    ingested), not calendar days: the exit is the close of the N-th bar after the entry
+    bar, so a weekend or a holiday inside the horizon costs nothing. Role files written
+    before the rename say `horizon_days`; it is read as the same bar count.
+    """
 
     kind: Literal["forward_return", "excess_return", "risk_adjusted"]
-    horizon_days: int = Field(ge=1)
+    horizon_bars: int = Field(ge=1, validation_alias=AliasChoices("horizon_bars", "horizon_days"))
     benchmark: str | None = None
 
 

@@ -54,7 +54,7 @@ def audit(
 
     from adapters import migrate
     from adapters.db import make_engine
-    from apps.deploy.doctor import maturation_days
+    from apps.deploy.doctor import maturation_days, stale_judge_for
     from reflexmem.ledger.health import AUDIT_STATES, audit_rows
     from reflexmem.redact import redact
     from reflexmem.registry import load_registry
@@ -66,11 +66,14 @@ def audit(
     engine = make_engine(settings.resolved_database_url)
     try:
         migrate.require_current(engine)
+        registry = load_registry()
+        now = datetime.now(UTC)
         with engine.connect() as conn:
             rows = audit_rows(
                 conn,
-                maturation_days(load_registry()),
-                datetime.now(UTC),
+                maturation_days(registry),
+                now,
+                stale_judge_for(settings, conn, registry, now),
                 role=role,
                 state=state,
                 since=parse_as_of(since),

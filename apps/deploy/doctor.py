@@ -19,8 +19,10 @@ import sqlalchemy as sa
 
 from adapters import migrate
 from adapters.db import make_engine
+from adapters.resources import make_prices
 from reflexmem.ledger.audit import ledger_counts
-from reflexmem.ledger.health import health_counts
+from reflexmem.ledger.health import StaleJudge, health_counts
+from reflexmem.maturation.stale import stale_judge
 from reflexmem.redact import redact
 from reflexmem.registry import RegistryError, RoleRegistry, load_registry
 from reflexmem.settings import Settings, runtime_mode
@@ -74,6 +76,18 @@ class DoctorReport:
 def maturation_days(registry: RoleRegistry) -> dict[str, int]:
     """Each registered role's maturation period in days."""
     return {r: registry.get(r).policy.maturation.days for r in registry.ids}
+
+
+def horizon_bars(registry: RoleRegistry) -> dict[str, int]:
+    """Each registered role's outcome horizon in bars of the decision's symbol."""
+    return {r: registry.get(r).policy.outcome_probe.horizon_bars for r in registry.ids}
+
+
+def stale_judge_for(
+    settings: Settings, conn: sa.Connection, registry: RoleRegistry | None, now: datetime
+) -> StaleJudge:
+    """Judge overdue cases by the configured prices (the ledger's bars by default)."""
+    return stale_judge(make_prices(settings, conn), horizon_bars(registry) if registry else {}, now)
 
 
 def check_mlflow(uri: str) -> Check:
@@ -158,7 +172,8 @@ def _ledger_checks(
         return
     with engine.connect() as conn:
         counts = ledger_counts(conn)
-        health = health_counts(conn, maturation_days(registry) if registry else {}, now)
+        judge = stale_judge_for(settings, conn, registry, now)
+        health = health_counts(conn, maturation_days(registry) if registry else {}, now, judge)
     engine.dispose()
     unaccounted = counts.unaccounted_executions
     report.checks += [
@@ -172,7 +187,8 @@ def _ledger_checks(
         Check(
             "stale pending",
             health.stale_pending == 0,
-            f"{health.stale_pending} pending cases older than twice their role's maturation",
+            f"{health.stale_pending} pending cases older than twice their role's maturation "
+            "period and twice its outcome horizon in bars of their symbol",
         ),
         Check(
             "failed reflections",

@@ -1,18 +1,25 @@
 """Read-only health queries for `doctor` and `audit`: stale, failed, deferred, under review.
 
 A pending case is *stale* when its decision is older than twice its role's maturation
-period: by then the outcome should have settled and the case matured, so something
-upstream (prices, settlement, the schedule) is stuck. The per-role periods come from
-the registry; the comparison is one SQL expression, never a loop over cases.
+period (*overdue*: one SQL expression over the registry's per-role periods, never a loop
+over cases) and its symbol already has twice its role's outcome horizon in bars after
+the decision: by then the outcome should have settled and the case matured, so
+something upstream (settlement, the schedule) is stuck. A case pending only because its
+bars have not arrived yet is not stale. The bar count needs the price source, which
+this module does not read: callers pass a `StaleJudge` over the overdue cases
+(`reflexmem.maturation.stale.stale_judge`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+import polars as pl
 import sqlalchemy as sa
 
 from reflexmem.ledger.enums import CaseState, PendingReason, SubjectKind
@@ -21,7 +28,11 @@ from reflexmem.ledger.reflex_models import ReviewItem
 from reflexmem.ledger.safety_models import LessonReview
 
 STALE_FACTOR = 2
-"""A pending case is stale after this many maturation periods (docs/design.md §13: twice)."""
+"""A pending case is stale after this many maturation periods and outcome horizons
+(docs/design.md §13: twice)."""
+
+StaleJudge = Callable[[pl.DataFrame], npt.NDArray[np.bool_]]
+"""Per overdue case (a frame of case_id, role_id, symbol, decided_at UTC): is it stale?"""
 
 
 def _stale_cutoff(maturation_days: Mapping[str, int], now: datetime) -> sa.ColumnElement[Any]:
@@ -35,12 +46,48 @@ def _stale_cutoff(maturation_days: Mapping[str, int], now: datetime) -> sa.Colum
     return sa.case(*whens, else_=None)
 
 
-def stale_condition(maturation_days: Mapping[str, int], now: datetime) -> sa.ColumnElement[bool]:
+def overdue_condition(maturation_days: Mapping[str, int], now: datetime) -> sa.ColumnElement[bool]:
     """True for pending cases older than twice their role's maturation period."""
     return sa.and_(
         RoleCase.state == CaseState.PENDING,
         RoleCase.decided_at < _stale_cutoff(maturation_days, now),
     )
+
+
+def stale_case_ids(
+    conn: sa.Connection,
+    maturation_days: Mapping[str, int],
+    now: datetime,
+    judge: StaleJudge,
+    *where: sa.ColumnElement[bool],
+) -> set[str]:
+    """The overdue cases (matching `where`) that `judge` calls stale, by one SELECT."""
+    q = sa.select(RoleCase.case_id, RoleCase.role_id, RoleCase.symbol, RoleCase.decided_at).where(
+        overdue_condition(maturation_days, now), *where
+    )
+    rows = conn.execute(q).all()
+    if not rows:
+        return set()
+    decided = pl.Series("decided_at", [r[3] for r in rows])
+    if decided.dtype == pl.String:
+        decided = decided.str.to_datetime(time_unit="us")
+    zone = getattr(decided.dtype, "time_zone", None)
+    decided = (
+        decided.dt.convert_time_zone("UTC")
+        if zone is not None
+        else decided.dt.replace_time_zone("UTC")
+    )
+    cases = pl.DataFrame(
+        {
+            "case_id": [r[0] for r in rows],
+            "role_id": [r[1] for r in rows],
+            "symbol": [r[2] for r in rows],
+            "decided_at": decided,
+        },
+        schema_overrides={"case_id": pl.String, "role_id": pl.String, "symbol": pl.String},
+    )
+    mask = judge(cases)
+    return set(cases["case_id"].filter(pl.Series(mask, dtype=pl.Boolean)).to_list())
 
 
 @dataclass(frozen=True)
@@ -55,8 +102,13 @@ class Health:
     legacy_quarantined: int
 
 
-def health_counts(conn: sa.Connection, maturation_days: Mapping[str, int], now: datetime) -> Health:
-    """Stale pending cases, failed and deferred reflections, review queues."""
+def health_counts(
+    conn: sa.Connection,
+    maturation_days: Mapping[str, int],
+    now: datetime,
+    judge: StaleJudge,
+) -> Health:
+    """Stale pending cases (module docstring), failed and deferred reflections, queues."""
 
     def count(*where: sa.ColumnElement[bool]) -> int:
         q = sa.select(sa.func.count()).select_from(RoleCase).where(*where)
@@ -74,7 +126,7 @@ def health_counts(conn: sa.Connection, maturation_days: Mapping[str, int], now: 
         .where(Quarantine.subject_kind == SubjectKind.LEGACY_ROW)
     ).scalar_one()
     return Health(
-        stale_pending=count(stale_condition(maturation_days, now)),
+        stale_pending=len(stale_case_ids(conn, maturation_days, now, judge)),
         failed_reflections=count(RoleCase.state == CaseState.REFLECTION_FAILED),
         deferred_reflections=count(
             RoleCase.state == CaseState.PENDING,
@@ -93,6 +145,7 @@ def audit_rows(
     conn: sa.Connection,
     maturation_days: Mapping[str, int],
     now: datetime,
+    judge: StaleJudge,
     *,
     role: str | None = None,
     state: str | None = None,
@@ -101,12 +154,15 @@ def audit_rows(
 ) -> list[dict[str, Any]]:
     """One row per case (or quarantined execution) matching the filters, newest first.
 
-    `state` is a case state, `stale` (pending past twice the maturation period) or
-    `quarantined` (held-back executions and legacy rows, with their reason).
+    `state` is a case state, `stale` (see the module docstring) or `quarantined`
+    (held-back executions and legacy rows, with their reason).
     """
     rows: list[dict[str, Any]] = []
     if state != "quarantined":
-        stale = stale_condition(maturation_days, now)
+        scope = [RoleCase.role_id == role] if role else []
+        if since:
+            scope.append(RoleCase.decided_at >= since)
+        stale_ids = stale_case_ids(conn, maturation_days, now, judge, *scope)
         q = sa.select(
             RoleCase.case_id,
             RoleCase.role_id,
@@ -117,21 +173,16 @@ def audit_rows(
             RoleCase.execution_id,
             RoleCase.decided_at,
             RoleCase.admitted_at,
-            sa.case((stale, True), else_=False).label("stale"),
-        )
-        if role:
-            q = q.where(RoleCase.role_id == role)
+        ).where(*scope)
         if state == "stale":
-            q = q.where(stale)
+            q = q.where(RoleCase.case_id.in_(sorted(stale_ids)))
         elif state:
             q = q.where(RoleCase.state == state)
-        if since:
-            q = q.where(RoleCase.decided_at >= since)
         q = q.order_by(RoleCase.decided_at.desc(), RoleCase.case_id).limit(limit)
         for r in conn.execute(q).mappings():
             row = dict(r)
             row["kind"] = "case"
-            row["stale"] = bool(row["stale"])
+            row["stale"] = row["case_id"] in stale_ids
             rows.append(row)
     if state in (None, "quarantined"):
         q2 = sa.select(

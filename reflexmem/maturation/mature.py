@@ -39,7 +39,7 @@ from reflexmem.maturation.settlement import (
     typed_positions,
 )
 from reflexmem.prices.providers import PriceProvider
-from reflexmem.prices.series import Unsettled, unsettled_reasons
+from reflexmem.prices.series import Unsettled, bars_after, unsettled_reasons
 from reflexmem.registry import RoleRegistry
 
 CANDIDATES_SQL = f"""
@@ -114,11 +114,12 @@ def name_missing_data(
 ) -> pl.DataFrame:
     """Keep `no_market_data` cases pending: prices can never settle or measure them.
 
-    Looked at: unsettled cases (the window ends at the position's opening plus the
-    role's outcome horizon, as settlement computes it) and cases about to mature (the
-    window ends at the ingested settlement): a case whose symbol has no bar in its
-    window would be evaluated on nothing, so it waits for prices instead. One price
-    read for the symbols of those cases.
+    Looked at: unsettled cases (the window ends at the N-th bar of the symbol after the
+    entry bar, N the role's outcome horizon in bars, as settlement computes it; while
+    that bar is not known the case is awaiting prices, unless the symbol has no bar at
+    all) and cases about to mature (the window ends at the ingested settlement): a case
+    whose symbol has no bar in its window would be evaluated on nothing, so it waits for
+    prices instead. One price read for the symbols of those cases.
     """
     waiting = decided.with_row_index("_i").filter(
         (pl.col("new_reason") == PendingReason.UNSETTLED.value)
@@ -130,14 +131,15 @@ def name_missing_data(
     opened = waiting.select(
         pl.coalesce("opened_at", "decided_at").dt.replace_time_zone(None)
     ).to_series()
-    h = waiting["role_id"].replace_strict(horizons, default=0, return_dtype=pl.Int64)
+    h = waiting["role_id"].replace_strict(horizons, default=-1, return_dtype=pl.Int64)
     opened_np = opened.to_numpy().astype("datetime64[us]")
-    horizon_end = opened_np + h.to_numpy().astype("timedelta64[D]").astype("timedelta64[us]")
+    symbols = waiting["symbol"].to_numpy().astype(str)
+    horizon_end = bars_after(source, symbols, opened_np, h.to_numpy()).exit.stamp
     settled_np = (
         waiting["settled_at"].dt.replace_time_zone(None).to_numpy().astype("datetime64[us]")
     )
     target = np.where(np.isnat(settled_np), horizon_end, settled_np)
-    reasons = unsettled_reasons(source, waiting["symbol"].to_numpy().astype(str), opened_np, target)
+    reasons = unsettled_reasons(source, symbols, opened_np, target)
     missing = pl.Series(reasons == Unsettled.NO_MARKET_DATA.value)
     hit = pl.col("_i").is_in(waiting.filter(missing)["_i"].implode())
     return (
@@ -195,7 +197,7 @@ def mature_cases(
     days = {rid: r.policy.maturation.days for rid, r in registry.roles.items()}
     decided = decide_maturity(cases, days, as_of=as_of, min_points=min_points)
     if prices is not None:
-        horizons = {rid: r.policy.outcome_probe.horizon_days for rid, r in registry.roles.items()}
+        horizons = {rid: r.policy.outcome_probe.horizon_bars for rid, r in registry.roles.items()}
         decided = name_missing_data(decided, prices, horizons)
     changed = decided.filter(
         (pl.col("new_state") != pl.col("state"))

@@ -1,11 +1,15 @@
 """Settle open positions from their fills and market prices, over the whole batch at once.
 
 A position is settled only when the price source has seen its role's full outcome
-horizon: entry is the quantity-weighted fill price (the position's own entry price when
-it has no fills), exit is the last close at or before `opened + horizon`, and the
-realized return is signed by the decision's direction, net of fees. A position whose
-horizon reaches past the newest known bar stays open: settling it early would judge
-the role on a shorter horizon than its policy declares.
+horizon, counted in bars of the decision's symbol (daily or intraday, as ingested): the
+entry bar is the first bar at or after the opening (the first fill, else the position's
+opening), the exit is the close of the horizon's N-th bar after it, so a weekend or a
+holiday inside the horizon costs nothing. Entry is the quantity-weighted fill price (the
+position's own entry price when it has no fills), and the realized return is signed by
+the decision's direction, net of fees. `evaluation_points` is N: the bars after the
+entry bar through the exit bar, one return each. A position whose N-th bar is not known
+yet (or only after `as_of`) stays open: settling it early would judge the role on a
+shorter horizon than its policy declares.
 """
 
 from __future__ import annotations
@@ -20,12 +24,7 @@ import sqlalchemy as sa
 from reflexmem.ledger.bulk_read import read_frame
 from reflexmem.ledger.sqlio import UTC_US, bulk_update, parse_utc
 from reflexmem.prices.providers import PriceProvider
-from reflexmem.prices.series import (
-    PriceSource,
-    last_at_or_before,
-    series_end,
-    window_stats,
-)
+from reflexmem.prices.series import PriceSource, bars_after
 from reflexmem.registry import RoleRegistry
 
 OPEN_SQL = """
@@ -77,8 +76,9 @@ def settle_frame(
 ) -> pl.DataFrame:
     """The settled subset of `positions` with the columns `position_lifecycles` stores.
 
-    `as_of` caps what is known: bars after it do not exist for this settlement, so a
-    re-run on historical data settles nothing a run at that time could not have.
+    `horizons` maps a role to its outcome horizon in bars. `as_of` caps what is known:
+    bars after it do not exist for this settlement, so a re-run on historical data
+    settles nothing a run at that time could not have.
     """
     if positions.height == 0:
         return pl.DataFrame()
@@ -98,24 +98,22 @@ def settle_frame(
         .to_numpy()
         .astype("datetime64[us]")
     )
-    target = opened + pos["h"].to_numpy().astype("timedelta64[D]").astype("timedelta64[us]")
     symbols = pos["symbol"].to_numpy().astype(str)
-    end = series_end(source, symbols)
-    if as_of is not None:
-        cap = np.datetime64(as_of.astimezone(UTC).replace(tzinfo=None), "us")
-        end = np.where(np.isnat(end), end, np.minimum(end, cap))
-    exit_ = last_at_or_before(source, symbols, target)
-    stats = window_stats(source, symbols, opened, target)
+    horizon = bars_after(source, symbols, opened, pos["h"].to_numpy())
+    exit_ = horizon.exit
     sign = np.where(pos["direction"].to_numpy() == "long", 1.0, -1.0)
     fees = pos["fees"].fill_null(0.0).to_numpy()
     with np.errstate(invalid="ignore", divide="ignore"):
         fee_rate = np.where(notional > 0, fees / notional, 0.0)
         ret = sign * (exit_.price / entry - 1.0) - fee_rate
-    ok = ~np.isnat(end) & (end >= target) & np.isfinite(entry) & (entry > 0) & exit_.known
-    ok &= np.isfinite(ret)
+    ok = exit_.known & np.isfinite(entry) & (entry > 0) & np.isfinite(ret)
+    if as_of is not None:
+        cap = np.datetime64(as_of.astimezone(UTC).replace(tzinfo=None), "us")
+        ok &= exit_.stamp <= cap
     # Never a settlement stamped before the position opened (no bar inside its window).
     stored_open = pos["opened_at"].dt.replace_time_zone(None).to_numpy().astype("datetime64[us]")
     ok &= ~np.isnat(exit_.stamp) & (exit_.stamp >= stored_open)
+    points = exit_.index - horizon.entry.index
     return pl.DataFrame(
         {
             "position_id": pos["position_id"].filter(pl.Series(ok)),
@@ -126,7 +124,7 @@ def settle_frame(
             "entry_price": entry[ok],
             "exit_price": exit_.price[ok],
             "realized_return": ret[ok],
-            "evaluation_points": stats.bars[ok],
+            "evaluation_points": points[ok],
         }
     ).with_columns(pl.col("settled_at").cast(UTC_US))
 
@@ -138,13 +136,13 @@ def settle_open_positions(
     *,
     as_of: datetime | None = None,
 ) -> SettleReport:
-    """Settle every open position whose role's horizon the price source already covers.
+    """Settle every open position whose role's horizon (in bars) the price source covers.
 
     The prices of every symbol with an open position are loaded in one read.
     """
     positions = load_open_positions(conn)
     source = prices.for_symbols(positions["symbol"].unique().to_list())
-    horizons = {rid: r.policy.outcome_probe.horizon_days for rid, r in registry.roles.items()}
+    horizons = {rid: r.policy.outcome_probe.horizon_bars for rid, r in registry.roles.items()}
     settled = settle_frame(positions, source, horizons, as_of)
     n = bulk_update(conn, "position_lifecycles", "position_id", settled) if settled.height else 0
     return SettleReport(open_positions=positions.height, settled=n)

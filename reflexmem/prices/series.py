@@ -1,7 +1,8 @@
 """Where settlement and evaluation get market prices: a small protocol and a D-full source.
 
-Settlement, maturity and evaluation only ever ask "the last close at or before t" and
-"the bars inside (start, end]" for many positions at once. The protocol therefore hands
+Settlement, maturity and evaluation only ever ask "the last close at or before t",
+"the bars inside (start, end]" and "the n-th bar after the entry bar" (an outcome
+horizon counts bars, not calendar days) for many positions at once. The protocol therefore hands
 out whole per-symbol series and every query here is a `searchsorted` over one symbol's
 sorted clock at a time: a batch of a million positions on ten symbols costs ten
 vectorized lookups, not a million.
@@ -190,6 +191,62 @@ def last_at_or_before(source: PriceSource, symbols: npt.NDArray[np.str_], at: Ti
         price[rows] = np.where(ok, s.closes[safe], np.nan)
         stamp[rows] = np.where(ok, s.timestamps[safe], np.datetime64("NaT"))
     return Lookup(index, price, stamp, index >= 0)
+
+
+@dataclass(frozen=True)
+class Horizon:
+    """Per query: its entry bar and the bar a horizon of `n` bars after it.
+
+    `entry` is the first bar at or after the start (a decision between bars enters at
+    the next close); `exit` is the `n`-th bar after `entry` on the same symbol's clock,
+    unknown (index -1, NaN, NaT) while the series does not reach that far. Counting bars
+    instead of calendar time makes a weekend or a holiday cost nothing: the horizon is
+    always `n` bars of the symbol's own series, daily or intraday as ingested.
+    """
+
+    entry: Lookup
+    exit: Lookup
+
+
+def _unknown(n: int) -> tuple[IntArray, FloatArray, TimeArray]:
+    return (
+        np.full(n, -1, dtype=np.int64),
+        np.full(n, np.nan),
+        np.full(n, np.datetime64("NaT"), dtype="datetime64[us]"),
+    )
+
+
+def bars_after(
+    source: PriceSource, symbols: npt.NDArray[np.str_], start: TimeArray, n: IntArray
+) -> Horizon:
+    """Vectorized "the `n`-th bar after the first bar at or after `start`" (see `Horizon`).
+
+    One `searchsorted` per symbol whatever the batch size; a NaT `start`, a negative `n`
+    or an unknown symbol leaves both lookups unknown.
+    """
+    size = symbols.size
+    e_idx, e_px, e_ts = _unknown(size)
+    x_idx, x_px, x_ts = _unknown(size)
+    s_us = np.asarray(start, dtype="datetime64[us]")
+    steps = np.asarray(n, dtype=np.int64)
+    for symbol, rows in _group_indices(symbols):
+        s = source.series(symbol)
+        if s is None or s.timestamps.size == 0:
+            continue
+        q = s_us[rows]
+        i = np.searchsorted(s.timestamps, q, side="left")
+        has_entry = (i < s.timestamps.size) & ~np.isnat(q)
+        j = i + steps[rows]
+        has_exit = has_entry & (steps[rows] >= 0) & (j < s.timestamps.size)
+        si = np.where(has_entry, i, 0)
+        sj = np.where(has_exit, j, 0)
+        e_idx[rows] = np.where(has_entry, i, -1)
+        e_px[rows] = np.where(has_entry, s.closes[si], np.nan)
+        e_ts[rows] = np.where(has_entry, s.timestamps[si], np.datetime64("NaT"))
+        x_idx[rows] = np.where(has_exit, j, -1)
+        x_px[rows] = np.where(has_exit, s.closes[sj], np.nan)
+        x_ts[rows] = np.where(has_exit, s.timestamps[sj], np.datetime64("NaT"))
+    return Horizon(Lookup(e_idx, e_px, e_ts, e_idx >= 0), Lookup(x_idx, x_px, x_ts, x_idx >= 0))
 
 
 def series_end(source: PriceSource, symbols: npt.NDArray[np.str_]) -> TimeArray:

@@ -112,7 +112,7 @@ def user_prompt(case: ReflectionInput) -> str:
         "decided_at": case.decided_at.isoformat(),
         "outcome_probe": {
             "kind": probe.kind,
-            "horizon_days": probe.horizon_days,
+            "horizon_bars": probe.horizon_bars,
             "benchmark": probe.benchmark,
         },
         "required_evidence": [

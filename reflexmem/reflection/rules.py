@@ -243,7 +243,7 @@ def classify(
     vol = _column(batch, "realized_vol")
     shock = _column(batch, "market_shock_sigma")
     signal = _column(batch, "signal")
-    horizon = np.fromiter((c.role.outcome_probe.horizon_days for c in batch), np.float64, n)
+    horizon = np.fromiter((c.role.outcome_probe.horizon_bars for c in batch), np.float64, n)
     excess = np.fromiter((c.role.outcome_probe.kind == "excess_return" for c in batch), np.bool_, n)
     observable = np.fromiter((c.shock_observable for c in batch), np.bool_, n)
 

@@ -3,6 +3,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
@@ -37,6 +39,18 @@ def test_doctor_reports_a_healthy_store_with_counts_after_admission(
     res = migrated(settings)
     intake.ingest(res, write_small(tmp_path / "in", 200))
     result = intake.admit(res)
+    # Daily bars of the decisions' symbols (T0..T9): staleness counts bars of the symbol.
+    days = np.arange(np.datetime64("2024-12-01"), np.datetime64("2025-06-30"))
+    days = days[np.is_busday(days)].astype(str)
+    bars = pl.DataFrame(
+        {
+            "symbol": np.repeat([f"T{i}" for i in range(10)], days.size),
+            "ts": np.tile(days, 10),
+            "close": 100.0 + np.tile(np.arange(days.size), 10),
+        }
+    )
+    bars.write_csv(tmp_path / "bars-t.csv")
+    intake.ingest(res, [tmp_path / "bars-t.csv"], "bars")
     res.engine.dispose()
     report = run_doctor(settings, now=datetime(2020, 1, 1, tzinfo=UTC))
     assert report.healthy, report.checks
@@ -60,7 +74,8 @@ def test_doctor_reports_a_healthy_store_with_counts_after_admission(
         "deferred reflections",
         "review queues",
     } <= names
-    # Pending cases long past twice their role's maturation period are stale (unhealthy).
+    # Pending cases long past twice their role's maturation period and twice its horizon
+    # in bars of their symbol are stale (unhealthy).
     if result.pending:
         late = run_doctor(settings, now=datetime(2100, 1, 1, tzinfo=UTC))
         stale = next(c for c in late.checks if c.name == "stale pending")

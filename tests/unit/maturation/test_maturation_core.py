@@ -79,7 +79,7 @@ def test_settlement_waits_for_the_full_horizon_and_uses_fill_vwap() -> None:
             "first_fill": [opened, None, None],
         }
     )
-    out = settle_frame(positions, src, {"fast": 2})
+    out = settle_frame(positions, src, {"fast": 8})  # 8 six-hour bars
     assert out["position_id"].to_list() == ["p1", "p2"]  # p3's horizon is beyond the data
     r1, r2 = out["realized_return"].to_list()
     assert r1 > 0
@@ -120,3 +120,118 @@ def test_dfull_source_has_hourly_tickers_and_daily_spy() -> None:
     assert aapl.bars_per_day > 1.0
     # The 16:00 New York close of 2025-01-06 is 21:00 UTC.
     assert np.datetime64("2025-01-06T21:00", "us") in spy.timestamps
+
+
+# Daily closes (16:00 New York = 21:00 UTC) from Tue 2024-08-20 to Fri 2024-09-13 with
+# Labor Day (Mon 2024-09-02) missing: a Friday decision faces a three-day weekend.
+HOLIDAY = np.datetime64("2024-09-02")
+DAYS = np.array(
+    [
+        d
+        for d in np.arange(np.datetime64("2024-08-20"), np.datetime64("2024-09-14"))
+        if np.is_busday(d) and d != HOLIDAY
+    ]
+)
+DAILY = (DAYS.astype("datetime64[us]") + np.timedelta64(21, "h")).astype("datetime64[us]")
+
+
+def daily_source(last: np.datetime64 | None = None) -> MappingPrices:
+    stamps = DAILY if last is None else DAILY[last >= DAILY]
+    closes = 100 + np.arange(stamps.size, dtype=np.float64)
+    return MappingPrices({"HOLI": PriceSeries(stamps, closes, 1.0)})
+
+
+def _friday_position(opened: datetime) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "position_id": ["p1"],
+            "decision_id": ["d1"],
+            "opened_at": [opened],
+            "entry_price": [100.0],
+            "symbol": ["HOLI"],
+            "direction": ["long"],
+            "role_id": ["momentum"],
+            "qty": [None],
+            "notional": [None],
+            "fees": [None],
+            "first_fill": [None],
+        },
+        schema_overrides={"qty": pl.Float64, "notional": pl.Float64, "fees": pl.Float64},
+    )
+
+
+def test_a_position_before_a_long_weekend_settles_on_its_nth_bar() -> None:
+    # Opened Friday 2024-08-30 at 15:00 New York: the entry bar is that Friday's close.
+    opened = datetime(2024, 8, 30, 19, 0, tzinfo=UTC)
+    out = settle_frame(_friday_position(opened), daily_source(), {"momentum": 5})
+    assert out["position_id"].to_list() == ["p1"]
+    # Five bars after Friday: Tue 3, Wed 4, Thu 5, Fri 6, Mon 9 (Monday 2 is a holiday).
+    assert out["settled_at"].to_list() == [datetime(2024, 9, 9, 21, 0, tzinfo=UTC)]
+    assert out["evaluation_points"].to_list() == [5]
+    entry_bar = int(np.flatnonzero(np.datetime64("2024-08-30") == DAYS)[0])
+    assert out["exit_price"].to_list() == [100.0 + entry_bar + 5]
+    # The case is measured on five bars, enough for the default minimum of three.
+    case = pl.DataFrame(
+        {
+            "role_id": ["momentum"],
+            "decided_at": [opened],
+            "settled": [1],
+            "points": out["evaluation_points"].to_list(),
+        }
+    )
+    when = datetime(2024, 9, 13, 22, tzinfo=UTC)
+    assert decide_maturity(case, {"momentum": 5}, as_of=when, min_points=3)[
+        "new_state"
+    ].to_list() == ["eligible"]
+
+
+def test_a_position_opened_after_the_close_enters_at_the_next_bar() -> None:
+    # Opened Friday after the close: the entry bar is Tuesday's, the exit five bars later.
+    opened = datetime(2024, 8, 30, 22, 0, tzinfo=UTC)
+    out = settle_frame(_friday_position(opened), daily_source(), {"momentum": 5})
+    assert out["settled_at"].to_list() == [datetime(2024, 9, 10, 21, 0, tzinfo=UTC)]
+    assert out["evaluation_points"].to_list() == [5]
+
+
+def test_a_position_whose_nth_bar_is_not_known_stays_open() -> None:
+    opened = datetime(2024, 8, 30, 19, 0, tzinfo=UTC)
+    # The series ends at the fourth bar after entry (Fri 2024-09-06): not settled early.
+    short = daily_source(np.datetime64("2024-09-06T21:00", "us"))
+    assert settle_frame(_friday_position(opened), short, {"momentum": 5}).height == 0
+    # Nor when the fifth bar exists but lies after `as_of`.
+    capped = settle_frame(
+        _friday_position(opened),
+        daily_source(),
+        {"momentum": 5},
+        as_of=datetime(2024, 9, 9, 20, 59, tzinfo=UTC),
+    )
+    assert capped.height == 0
+
+
+def test_stale_needs_twice_the_horizon_in_bars_of_the_symbol() -> None:
+    from reflexmem.maturation.stale import stale_mask
+
+    cases = pl.DataFrame(
+        {
+            "case_id": ["old", "fresh", "ghost_role", "no_bars"],
+            "role_id": ["momentum", "momentum", "ghost", "momentum"],
+            "symbol": ["HOLI", "HOLI", "HOLI", "NOPE"],
+            "decided_at": [datetime(2024, 8, 20, 19, tzinfo=UTC)] * 4,
+        }
+    ).with_columns(
+        pl.when(pl.col("case_id") == "fresh")
+        .then(pl.lit(datetime(2024, 8, 30, 19, tzinfo=UTC)))
+        .otherwise(pl.col("decided_at"))
+        .alias("decided_at")
+    )
+    now = datetime(2024, 9, 13, 22, tzinfo=UTC)
+    # Entry Tue 2024-08-20; ten bars later is Wed 2024-09-04 (the holiday not counted).
+    # The fresh case entered Fri 2024-08-30: its tenth bar (Mon 2024-09-16) is not in.
+    got = stale_mask(cases, daily_source(), {"momentum": 5}, now)
+    assert got.tolist() == [True, False, False, False]
+    # A clock before the tenth bar's close: not stale yet.
+    early = datetime(2024, 9, 4, 20, 59, tzinfo=UTC)
+    assert not stale_mask(cases, daily_source(), {"momentum": 5}, early).any()
+    # Ten bars exactly: stale at the tenth close.
+    at_tenth = datetime(2024, 9, 4, 21, 0, tzinfo=UTC)
+    assert stale_mask(cases, daily_source(), {"momentum": 5}, at_tenth).tolist()[0]
