@@ -223,6 +223,38 @@ def _stop_conditions(spec: SkillSpec) -> list[list[Mapping[str, Any]]] | None:
     return None
 
 
+def _breaches(text: str, required: Mapping[str, float]) -> bool:
+    """Whether `text` is `_`-joined evidence-breach atom names of required kinds only."""
+    names = sorted(
+        (f"{k}_{state}" for k in required for state in ("missing", "after_decision", "stale")),
+        key=len,
+        reverse=True,
+    )
+    ends = {0}
+    for i in range(len(text) + 1):
+        if i not in ends:
+            continue
+        for name in names:
+            if text.startswith(name, i):
+                end = i + len(name)
+                ends.add(end + 1 if text[end : end + 1] == "_" else end)
+    return bool(text) and (len(text) in ends) and not text.endswith("_")
+
+
+def _verdict_restates(verdict: Mapping[str, Any], required: Mapping[str, float]) -> bool:
+    """A verdict the generator wrote for a lesson whose conditions are all breaches.
+
+    A request names its absent kinds (`missing`); a hold's reason is `lesson:` and the
+    names of its conditions (`candidates._verdict`). A truncated or hand-written reason
+    does not parse and reads as learned.
+    """
+    if verdict.get("status") == "request":
+        missing = {str(m) for m in verdict.get("missing", [])}
+        return bool(missing) and missing <= set(required)
+    reason = str(verdict.get("reason", ""))
+    return reason.startswith("lesson:") and _breaches(reason.removeprefix("lesson:"), required)
+
+
 def check_kind(spec: SkillSpec, registry: RoleRegistry) -> str:
     """`policy` when the check only restates its role's declared evidence requirement.
 
@@ -233,9 +265,10 @@ def check_kind(spec: SkillSpec, registry: RoleRegistry) -> str:
     the role's policy declares required. Such a check stops nothing the role file does
     not already forbid, so its "catches" are the policy's, not something learned. An L2
     check compares the record in words and has no conditions to read: it is `policy`
-    when its verdict is a request for required kinds only (candidate generation makes
-    that verdict exactly when the lesson's conditions are all "absent"). Anything else,
-    including a check of a role the registry does not know, is `learned`.
+    when every stopping verdict is one candidate generation writes for a lesson whose
+    conditions are all such breaches (a request naming required kinds only, or a hold
+    whose reason lists only breach atoms of required kinds). Anything else, including a
+    check of a role the registry does not know, is `learned`.
     """
     role_id = next(
         (str(c["equals"]) for c in spec.trigger if c.get("field") == "role_id" and "equals" in c),
@@ -248,11 +281,9 @@ def check_kind(spec: SkillSpec, registry: RoleRegistry) -> str:
     limits = {age_field(k): v for k, v in required.items()}
     sets = _stop_conditions(spec)
     if sets is None:
-        requests = [v for v in spec.verdicts.values() if v.get("status") == "request"]
-        missing = {str(m) for v in requests for m in v.get("missing", [])}
-        restates = bool(requests) and bool(missing) and missing <= set(required)
-        stops_otherwise = len(requests) < len([o for o in spec.options if o != PROCEED])
-        return POLICY if restates and not stops_otherwise else LEARNED
+        stops = [spec.verdicts.get(o, {}) for o in spec.options if o != PROCEED]
+        restated = [_verdict_restates(v, required) for v in stops]
+        return POLICY if restated and all(restated) else LEARNED
     if sets and all(s and all(_violates(c, limits) for c in s) for s in sets):
         return POLICY
     return LEARNED

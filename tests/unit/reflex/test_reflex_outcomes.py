@@ -158,6 +158,24 @@ def test_a_check_that_only_restates_the_required_evidence_is_policy(
             {"field": "technicals_age_days", "gt": 1}
         ]
 
+    def hold(reason: str) -> Any:
+        def change(raw: dict[str, Any]) -> None:  # the verdict the generator writes a hold
+            raw["decision"]["verdicts"]["request_evidence"] = {
+                "status": "hold",
+                "reason": reason,
+                "note": "hold {direction} {symbol} for {account}",
+            }
+
+        return change
+
+    examples = specs["L2"]
+    after = _edited(examples, registry, hold("lesson:technicals_after_decision"))
+    assert check_kind(after, registry) == POLICY
+    both = _edited(examples, registry, hold("lesson:technicals_stale_price_history_missing"))
+    assert check_kind(both, registry) == POLICY
+    narrower_words = _edited(examples, registry, hold("lesson:technicals_missing_direction_long"))
+    assert check_kind(narrower_words, registry) == LEARNED
+    assert check_kind(_edited(examples, registry, hold("lesson")), registry) == LEARNED
     assert check_kind(_edited(specs["L0"], registry, stricter), registry) == LEARNED
     assert check_kind(_edited(specs["L0"], registry, narrower), registry) == LEARNED
     assert check_kind(_edited(specs["L0"], registry, staler), registry) == POLICY
