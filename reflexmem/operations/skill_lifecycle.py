@@ -11,7 +11,9 @@
 * `audit_skills` (the `audit` flow): a sample audit and drift detection of every active
   version on the decisions it checked since its last audit; failing either quarantines
   it; a quarantined version is revalidated on decisions made after its quarantine.
-* `skill_effects`: the failure mode of each promoted check with it off and on.
+* `skill_effects`: the failure mode of each promoted check with it off and on (agreement
+  with reflection, a diagnostic), and its outcome effect on realized returns.
+* `skill_status`: every version with its kind (learned or policy) and outcome effect.
 
 Every evaluation is recorded: a move as a transition with its evidence and a run of the
 skill tracker, anything else (a passing audit, a failed revalidation) as a tracker run;
@@ -45,8 +47,9 @@ from reflexmem.reflex.evidence import (
 )
 from reflexmem.reflex.gate import AGENT
 from reflexmem.reflex.lifecycle import Evidence
+from reflexmem.reflex.outcomes import OutcomeEffect, check_kind, held_out_effect
 from reflexmem.reflex.tracking import transition_tracked
-from reflexmem.reflex.trading import judged_frame, read_checks, read_episodes
+from reflexmem.reflex.trading import TRADE_FAMILY, judged_frame, read_checks, read_episodes
 from reflexmem.reflex.versions import version_info
 
 S = SkillState
@@ -249,11 +252,19 @@ def _newest(view: VersionView, episodes: pl.DataFrame) -> datetime | None:
 
 @dataclass(frozen=True)
 class EffectReport:
-    """The failure mode of every trading check that reached `limited`, off and on."""
+    """Every trading check that reached `limited`: label windows and outcome effect.
+
+    `windows` are a diagnostic of agreement with reflection (the rate of the label's
+    failure mode among decisions that went ahead); `outcomes` is what the check did to
+    realized returns (`reflexmem.reflex.outcomes`), per version key, with `kinds`
+    telling a learned check from one that restates its role's evidence policy.
+    """
 
     as_of: datetime | None
     windows: tuple[EffectWindow, ...] = ()
     states: dict[str, str] = field(default_factory=dict)
+    outcomes: dict[str, OutcomeEffect] = field(default_factory=dict)
+    kinds: dict[str, str] = field(default_factory=dict)
 
 
 def skill_effects(res: Resources, as_of: datetime | None = None) -> EffectReport:
@@ -263,7 +274,44 @@ def skill_effects(res: Resources, as_of: datetime | None = None) -> EffectReport
         return EffectReport(as_of=None)
     views, episodes, checks = _inputs(res, now)
     windows: list[EffectWindow] = []
+    outcomes: dict[str, OutcomeEffect] = {}
+    kinds: dict[str, str] = {}
     for view in sorted(views, key=lambda v: v.key):
         if any(state == "limited" for state, _ in view.history):
             windows.extend(measure_effect(view, episodes, checks, through=now))
-    return EffectReport(now, tuple(windows), {v.key: str(v.state) for v in views})
+            outcomes[view.key] = held_out_effect(view, episodes, through=now)
+            kinds[view.key] = check_kind(view.spec, res.registry)
+    states = {v.key: str(v.state) for v in views}
+    return EffectReport(now, tuple(windows), states, outcomes, kinds)
+
+
+@dataclass(frozen=True)
+class VersionStatus:
+    """One skill version as `reflexmem skills status` lists it."""
+
+    view: VersionView
+    kind: str
+    outcome: OutcomeEffect | None
+    """The outcome effect on held-out decisions (trading checks; None for other families)."""
+
+
+def skill_status(
+    res: Resources, family: str = TRADE_FAMILY, as_of: datetime | None = None
+) -> list[VersionStatus]:
+    """Every version of a family with its kind and its outcome effect.
+
+    The outcome effect is measured on held-out decisions for every trading version,
+    learned or policy (a policy check's effect is the policy's, worth seeing too); the
+    episodes are read once for all versions.
+    """
+    with res.engine.connect() as conn:
+        views = load_views(conn, family)
+    kinds = {v.key: check_kind(v.spec, res.registry) for v in views}
+    now = clock(res, as_of) if family == TRADE_FAMILY and views else None
+    if now is None:
+        return [VersionStatus(v, kinds[v.key], None) for v in views]
+    with res.engine.connect() as conn:
+        episodes = judged_frame(read_episodes(conn, res.registry, through=now), res.registry)
+    return [
+        VersionStatus(v, kinds[v.key], held_out_effect(v, episodes, through=now)) for v in views
+    ]

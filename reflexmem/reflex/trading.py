@@ -30,6 +30,7 @@ import sqlalchemy as sa
 
 from reflexmem.ledger.bulk_read import read_frame
 from reflexmem.ledger.sqlio import UTC_US, parse_utc
+from reflexmem.maturation.settlement import OWN_POSITION_JOINS
 from reflexmem.memory.role_stream import lesson_gist, lesson_key
 from reflexmem.reflex.conditions import ROW
 from reflexmem.reflex.rollout import rollout_buckets
@@ -46,15 +47,20 @@ ID_COLUMNS = ("decision_id", "role_id", "account", "symbol", "decided_at")
 _DAY_S = 86_400.0
 
 _EPISODES_SQL = """
-SELECT e.episode_id, e.case_id, e.decision_id, e.episode_index, d.role_id, d.account,
+SELECT ep.episode_id, ep.case_id, ep.decision_id, ep.episode_index, d.role_id, d.account,
        d.symbol, d.direction, d.scenario, d.decided_at, CAST(d.evidence AS TEXT) AS evidence,
-       rc.outcome_class, rc.lesson
-FROM episodes e
-JOIN role_cases rc ON rc.case_id = e.case_id
-JOIN trading_decisions d ON d.decision_id = e.decision_id
-WHERE e.task_family = '{family}' AND e.case_id IS NOT NULL {window}
-ORDER BY d.decided_at, e.episode_id
+       rc.outcome_class, rc.lesson,
+       CASE WHEN pos.status = 'settled' THEN pos.realized_return END AS realized_return
+FROM episodes ep
+JOIN role_cases rc ON rc.case_id = ep.case_id
+JOIN trading_decisions d ON d.decision_id = ep.decision_id
+LEFT JOIN trade_executions e ON e.execution_id = rc.execution_id
+{own_position}
+WHERE ep.task_family = '{family}' AND ep.case_id IS NOT NULL {window}
+ORDER BY d.decided_at, ep.episode_id
 """
+"""Reflected episodes with the settled return of the case's execution's own position
+(`maturation.settlement.OWN_POSITION_JOINS`; null when unsettled, ambiguous or absent)."""
 _DECISIONS_SQL = """
 SELECT d.decision_id, d.role_id, d.account, d.symbol, d.direction, d.scenario, d.decided_at,
        CAST(d.evidence AS TEXT) AS evidence
@@ -199,10 +205,14 @@ def read_episodes(
     through: datetime | None = None,
 ) -> pl.DataFrame:
     """Reflected `trade_decision` episodes decided in (`after`, `through`], labelled and split."""
-    sql = _EPISODES_SQL.format(family=TRADE_FAMILY, window=_window(conn, after, through))
+    sql = _EPISODES_SQL.format(
+        family=TRADE_FAMILY, window=_window(conn, after, through), own_position=OWN_POSITION_JOINS
+    )
     raw = read_frame(conn, sql)
     if raw.height == 0:
         raw = _empty(raw.columns)
+    ret = pl.col("realized_return").cast(pl.Float64, strict=False)
+    raw = raw.with_columns(pl.when(ret.is_finite()).then(ret).alias("realized_return"))
     return labelled(observations(raw, registry))
 
 
@@ -240,9 +250,14 @@ def judged_frame(frame: pl.DataFrame, registry: RoleRegistry) -> pl.DataFrame:
     """Labelled episodes as the frame skills decide on: text columns plus the label's.
 
     Adds to `text_frame` the episode and decision IDs, `pattern`, `gist`,
-    `outcome_class`, `split` and `decided_at_ts` (the decision time as a timestamp).
+    `outcome_class`, `split`, `realized_return` (the settled return of the decision's
+    execution's own position, a float, null when unknown) and `decided_at_ts` (the
+    decision time as a timestamp).
     """
     keep = ["episode_id", "case_id", "decision_id", "pattern", "gist", "outcome_class", "split"]
+    if "realized_return" not in frame.columns:  # a frame built without the ledger's join
+        frame = frame.with_columns(pl.lit(None, dtype=pl.Float64).alias("realized_return"))
+    keep.append("realized_return")
     return text_frame(frame, registry).with_columns(
         *[frame[c] for c in keep], frame["decided_at"].alias("decided_at_ts")
     )

@@ -1,0 +1,314 @@
+"""The outcome effect of a trading check (pure): what its stops did to realized returns.
+
+Agreement with reflection's labels (`effect.py`, `evidence.py`) says whether a check
+stops the decisions reflection later blamed; it does not say whether those decisions
+lost money. The outcome effect does: on a set of decisions whose positions settled, it
+is the mean realized return of the decisions the check lets proceed minus that of the
+decisions it holds or sends back (a request for evidence):
+
+    effect = mean(return | proceeded) - mean(return | stopped)
+
+Positive means the check helps: what it stops did worse than what it lets through.
+Each side carries its n, its mean and its loss rate (share of returns below zero).
+The decision stream is history, so a decision the check would have stopped was still
+executed and its return is known; that is what makes the comparison possible.
+
+The 95 % interval is **Welch's t interval** for a difference of two means with unequal
+variances (Welch-Satterthwaite degrees of freedom). Chosen over a bootstrap because it
+is closed-form and deterministic (no seed to report, the same figure on every backend
+and rerun), costs one pass of aggregates per check (the status listing computes it for
+every version), and its assumption (means of daily-horizon returns are near normal) is
+mild at the sizes the status needs; the stopped side is often small and its variance
+differs from the proceeding side's, which is what Welch's form allows. A side with
+n < 2 has no variance: the effect is then None (an empty side also gives no mean).
+Rows without a realized return (unsettled, ambiguous position) are left out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import polars as pl
+from scipy import stats
+
+from reflexmem.reflex.evidence import VersionView, in_scope
+from reflexmem.reflex.shadow import live_choices
+from reflexmem.reflex.skills import SkillSpec
+from reflexmem.reflex.trading import PROCEED, age_field
+from reflexmem.registry import RoleRegistry
+
+RETURN = "realized_return"
+STOPPED = "stopped"
+CONFIDENCE = 0.95
+METHOD = "welch_t"
+MIN_SIDE = 2
+"""Decisions each side needs for a variance, hence an interval."""
+
+
+@dataclass(frozen=True)
+class OutcomeEffect:
+    """The effect of a check on realized returns, with both sides' figures."""
+
+    n_passed: int
+    n_held: int
+    mean_passed: float | None
+    mean_held: float | None
+    loss_rate_passed: float | None
+    loss_rate_held: float | None
+    effect: float | None
+    ci_low: float | None
+    ci_high: float | None
+    method: str = METHOD
+
+    @property
+    def covers_zero(self) -> bool | None:
+        """Whether the interval contains zero (None without an interval)."""
+        if self.ci_low is None or self.ci_high is None:
+            return None
+        return self.ci_low <= 0.0 <= self.ci_high
+
+    def as_json(self) -> dict[str, Any]:
+        """The figures as a JSON object."""
+        return asdict(self)
+
+
+def _none_if_nan(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def outcome_effects(
+    frame: pl.DataFrame,
+    by: str,
+    *,
+    stopped: str = STOPPED,
+    ret: str = RETURN,
+    confidence: float = CONFIDENCE,
+) -> dict[Any, OutcomeEffect]:
+    """The outcome effect per value of `by`: one group_by, one vectorized t quantile."""
+    rows = frame.filter(pl.col(ret).is_not_null() & pl.col(ret).is_finite())
+    rows = rows.with_columns(pl.col(stopped).fill_null(False).alias("_held"))
+    sides = (
+        rows.group_by(by, "_held")
+        .agg(
+            pl.len().alias("n"),
+            pl.col(ret).mean().alias("mean"),
+            pl.col(ret).var(ddof=1).alias("var"),
+            (pl.col(ret) < 0).mean().alias("loss"),
+        )
+        .with_columns(pl.when(pl.col("_held")).then(pl.lit("h")).otherwise(pl.lit("p")).alias("s"))
+    )
+    keys = frame.select(pl.col(by).unique(maintain_order=True))
+    wide = keys
+    for side in ("p", "h"):
+        part = sides.filter(pl.col("s") == side).select(
+            by, *[pl.col(c).alias(f"{c}_{side}") for c in ("n", "mean", "var", "loss")]
+        )
+        wide = wide.join(part, on=by, how="left", maintain_order="left")
+    n_p = wide["n_p"].fill_null(0).to_numpy().astype(float)
+    n_h = wide["n_h"].fill_null(0).to_numpy().astype(float)
+    mean_p = wide["mean_p"].to_numpy().astype(float)
+    mean_h = wide["mean_h"].to_numpy().astype(float)
+    var_p = wide["var_p"].to_numpy().astype(float)
+    var_h = wide["var_h"].to_numpy().astype(float)
+    ok = (n_p >= MIN_SIDE) & (n_h >= MIN_SIDE)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(ok, var_p / n_p, np.nan)
+        b = np.where(ok, var_h / n_h, np.nan)
+        se = np.sqrt(a + b)
+        df = (a + b) ** 2 / (a**2 / (n_p - 1) + b**2 / (n_h - 1))
+        diff = np.where(ok, mean_p - mean_h, np.nan)
+        t = stats.t.ppf(0.5 + confidence / 2.0, np.where(se > 0, df, 1.0))
+        half = np.where(se > 0, t * se, 0.0)
+    out: dict[Any, OutcomeEffect] = {}
+    for i, key in enumerate(wide[by].to_list()):
+        effect = _none_if_nan(diff[i])
+        out[key] = OutcomeEffect(
+            n_passed=int(n_p[i]),
+            n_held=int(n_h[i]),
+            mean_passed=_none_if_nan(mean_p[i]),
+            mean_held=_none_if_nan(mean_h[i]),
+            loss_rate_passed=_none_if_nan(wide["loss_p"][i]) if n_p[i] else None,
+            loss_rate_held=_none_if_nan(wide["loss_h"][i]) if n_h[i] else None,
+            effect=effect,
+            ci_low=None if effect is None else _none_if_nan(diff[i] - half[i]),
+            ci_high=None if effect is None else _none_if_nan(diff[i] + half[i]),
+        )
+    return out
+
+
+def outcome_effect(
+    frame: pl.DataFrame,
+    *,
+    stopped: str = STOPPED,
+    ret: str = RETURN,
+    confidence: float = CONFIDENCE,
+) -> OutcomeEffect:
+    """The outcome effect of one check on these decisions (`stopped`, `realized_return`)."""
+    one = frame.select(pl.lit(0).alias("_g"), pl.col(stopped), pl.col(ret))
+    if one.height == 0:
+        one = pl.DataFrame(
+            {"_g": [0], stopped: [None], ret: [None]},
+            schema={"_g": pl.Int32, stopped: pl.Boolean, ret: pl.Float64},
+        )
+    found = outcome_effects(one, "_g", stopped=stopped, ret=ret, confidence=confidence)
+    return found[0]
+
+
+def check_stops(spec: SkillSpec, rows: pl.DataFrame) -> pl.Series:
+    """Whether the check holds or sends back each row (its confident non-proceed answer).
+
+    A row the check gives no confident answer (it escalates, or its trigger does not
+    hold) counts as proceeding: the check did not stop it.
+    """
+    if rows.height == 0:
+        return pl.Series(STOPPED, [], dtype=pl.Boolean)
+    answers = live_choices([spec], rows)
+    return (answers.fill_null(PROCEED) != PROCEED).alias(STOPPED)
+
+
+LEARNED = "learned"
+POLICY = "policy"
+
+
+def _violates(cond: Mapping[str, Any], limits: Mapping[str, float]) -> bool:
+    """Whether the condition holds only where a declared evidence requirement is broken.
+
+    `limits` maps the age field of each kind the role requires to its `max_age_days`.
+    Broken means: the item is absent, dated after the decision, or older than allowed.
+    """
+    field = cond.get("field")
+    if field not in limits:
+        return False
+    if cond.get("missing") is True:
+        return True
+    limit = limits[str(field)]
+    # the largest bound (below) or smallest bound (above) that still implies a breach
+    below = {"lt": 0.0, "lte": -1e-9}
+    above = {"gt": limit, "gte": limit + 1e-9}
+    for op, bound in below.items():
+        if isinstance(cond.get(op), int | float) and float(cond[op]) <= bound:
+            return True
+    for op, bound in above.items():
+        if isinstance(cond.get(op), int | float) and float(cond[op]) >= bound:
+            return True
+    return False
+
+
+def _stop_conditions(spec: SkillSpec) -> list[list[Mapping[str, Any]]] | None:
+    """The condition sets under which the check stops, or None when it compares text."""
+    proc = spec.procedure
+    scope = [dict(c) for c in spec.trigger]
+    if proc["kind"] == "rules":
+        return [
+            [c for c in rule["when"] if dict(c) not in scope]
+            for rule in proc["rules"]
+            if rule["choose"] != PROCEED
+        ]
+    if proc["kind"] == "scores":
+        weights = proc["weights"]
+        toward = [
+            name
+            for name in proc["features"]
+            for option in spec.options
+            if option != PROCEED
+            and float(weights.get(option, {}).get(name, 0.0))
+            > float(weights.get(PROCEED, {}).get(name, 0.0))
+        ]
+        return [[proc["features"][n] for n in dict.fromkeys(toward)]]
+    return None
+
+
+def _breaches(text: str, required: Mapping[str, float]) -> bool:
+    """Whether `text` is `_`-joined evidence-breach atom names of required kinds only."""
+    names = sorted(
+        (f"{k}_{state}" for k in required for state in ("missing", "after_decision", "stale")),
+        key=len,
+        reverse=True,
+    )
+    ends = {0}
+    for i in range(len(text) + 1):
+        if i not in ends:
+            continue
+        for name in names:
+            if text.startswith(name, i):
+                end = i + len(name)
+                ends.add(end + 1 if text[end : end + 1] == "_" else end)
+    return bool(text) and (len(text) in ends) and not text.endswith("_")
+
+
+def _verdict_restates(verdict: Mapping[str, Any], required: Mapping[str, float]) -> bool:
+    """A verdict the generator wrote for a lesson whose conditions are all breaches.
+
+    A request names its absent kinds (`missing`); a hold's reason is `lesson:` and the
+    names of its conditions (`candidates._verdict`). A truncated or hand-written reason
+    does not parse and reads as learned.
+    """
+    if verdict.get("status") == "request":
+        missing = {str(m) for m in verdict.get("missing", [])}
+        return bool(missing) and missing <= set(required)
+    reason = str(verdict.get("reason", ""))
+    return reason.startswith("lesson:") and _breaches(reason.removeprefix("lesson:"), required)
+
+
+def check_kind(spec: SkillSpec, registry: RoleRegistry) -> str:
+    """`policy` when the check only restates its role's declared evidence requirement.
+
+    The rule, read from the check itself: every condition under which it stops (the
+    conditions of its non-proceed rules beyond its trigger, for an L0 rule; the
+    features that push its score toward stopping, for an L1 policy) is an evidence-state
+    condition (absent, dated after the decision, older than `max_age_days`) on a kind
+    the role's policy declares required. Such a check stops nothing the role file does
+    not already forbid, so its "catches" are the policy's, not something learned. An L2
+    check compares the record in words and has no conditions to read: it is `policy`
+    when every stopping verdict is one candidate generation writes for a lesson whose
+    conditions are all such breaches (a request naming required kinds only, or a hold
+    whose reason lists only breach atoms of required kinds). Anything else, including a
+    check of a role the registry does not know, is `learned`.
+    """
+    role_id = next(
+        (str(c["equals"]) for c in spec.trigger if c.get("field") == "role_id" and "equals" in c),
+        spec.owner,
+    )
+    role = registry.roles.get(role_id)
+    if role is None:
+        return LEARNED
+    required = {e.kind: e.max_age_days for e in role.policy.required_evidence}
+    limits = {age_field(k): v for k, v in required.items()}
+    sets = _stop_conditions(spec)
+    if sets is None:
+        stops = [spec.verdicts.get(o, {}) for o in spec.options if o != PROCEED]
+        restated = [_verdict_restates(v, required) for v in stops]
+        return POLICY if restated and all(restated) else LEARNED
+    if sets and all(s and all(_violates(c, limits) for c in s) for s in sets):
+        return POLICY
+    return LEARNED
+
+
+def created_at(view: VersionView) -> datetime:
+    """When the version entered the ledger (its first recorded move)."""
+    return view.history[0][1] if view.history else view.changed_at
+
+
+def held_out_rows(view: VersionView, episodes: pl.DataFrame, *, through: datetime) -> pl.DataFrame:
+    """Decisions the check was not generated from, each with whether it would stop it.
+
+    Held out: in the check's scope, not among its sources, outside the fit split, and
+    made after the version was created (through `through`). `stopped` is the check's
+    own answer on the recorded observation, so every held-out decision counts, not only
+    those a rollout arm happened to route to it.
+    """
+    rows = in_scope(view.spec, episodes, after=created_at(view), through=through)
+    rows = rows.filter(pl.col("split") != "fit")
+    return rows.with_columns(check_stops(view.spec, rows))
+
+
+def held_out_effect(
+    view: VersionView, episodes: pl.DataFrame, *, through: datetime
+) -> OutcomeEffect:
+    """The outcome effect of the check on its held-out decisions."""
+    return outcome_effect(held_out_rows(view, episodes, through=through))

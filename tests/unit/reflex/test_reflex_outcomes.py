@@ -1,0 +1,207 @@
+"""The outcome effect of a check on realized returns, and the kind of a check (pure)."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+from typing import Any
+
+import polars as pl
+import pytest
+import yaml
+
+from reflexmem.ledger.reflex_enums import SkillState
+from reflexmem.reflex.candidates import candidate_files
+from reflexmem.reflex.clusters import describe
+from reflexmem.reflex.evidence import VersionView
+from reflexmem.reflex.outcomes import (
+    LEARNED,
+    POLICY,
+    check_kind,
+    held_out_rows,
+    outcome_effect,
+    outcome_effects,
+)
+from reflexmem.reflex.skills import SkillSpec, parse_skill
+from reflexmem.registry import RoleRegistry
+from tests.unit.reflex.trading_data import START, episodes
+
+T_975_DF4 = 2.7764451051977987
+"""The 97.5 % quantile of Student's t with 4 degrees of freedom."""
+
+
+def _frame(stopped: list[bool | None], returns: list[float | None]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"stopped": stopped, "realized_return": returns},
+        schema={"stopped": pl.Boolean, "realized_return": pl.Float64},
+    )
+
+
+def test_a_check_whose_stops_did_no_worse_has_an_interval_covering_zero() -> None:
+    frame = _frame(
+        [False, False, False, False, True, True, True],
+        [0.01, -0.02, 0.03, -0.01, 0.02, -0.03, 0.0],
+    )
+    found = outcome_effect(frame)
+    assert (found.n_passed, found.n_held) == (4, 3)
+    assert found.mean_passed == pytest.approx(0.0025)
+    assert found.mean_held == pytest.approx(-0.01 / 3)
+    assert found.effect == pytest.approx(0.0025 + 0.01 / 3)
+    assert found.loss_rate_passed == 0.5
+    assert found.loss_rate_held == pytest.approx(1 / 3)
+    # Welch: var 0.0004333 / 4 and 0.0006333 / 3, df 4.47 (scipy's ttest_ind agrees)
+    assert found.ci_low == pytest.approx(-0.04450132892552, abs=1e-12)
+    assert found.ci_high == pytest.approx(0.05616799559219, abs=1e-12)
+    assert found.covers_zero is True
+    assert found.ci_low is not None
+    assert found.ci_low < (found.effect or 0.0) < (found.ci_high or 0.0)
+
+
+def test_a_check_that_stops_the_losers_has_an_interval_excluding_zero() -> None:
+    frame = _frame(
+        [False, False, False, True, True, True, None, False],
+        [0.02, 0.03, 0.04, -0.01, -0.02, -0.03, 0.5, None],
+    )
+    found = outcome_effect(frame)
+    # the null `stopped` proceeds; the row without a return is left out
+    assert (found.n_passed, found.n_held) == (4, 3)
+    frame = frame.head(6)
+    found = outcome_effect(frame)
+    assert (found.n_passed, found.n_held) == (3, 3)
+    assert found.effect == pytest.approx(0.05)
+    assert (found.loss_rate_passed, found.loss_rate_held) == (0.0, 1.0)
+    # both variances 1e-4: se = sqrt(2e-4 / 3), Welch df = 4
+    half = T_975_DF4 * math.sqrt(2e-4 / 3)
+    assert found.ci_low == pytest.approx(0.05 - half, abs=1e-12)
+    assert found.ci_high == pytest.approx(0.05 + half, abs=1e-12)
+    assert found.covers_zero is False
+
+
+def test_too_little_data_gives_none_not_a_number() -> None:
+    one_held = outcome_effect(_frame([False, False, True], [0.01, 0.02, -0.05]))
+    assert (one_held.n_passed, one_held.n_held) == (2, 1)
+    assert (one_held.effect, one_held.ci_low, one_held.ci_high) == (None, None, None)
+    assert one_held.mean_held == -0.05
+    assert one_held.covers_zero is None
+    nothing_held = outcome_effect(_frame([False, False], [0.01, 0.02]))
+    assert nothing_held.n_held == 0
+    assert (nothing_held.mean_held, nothing_held.loss_rate_held, nothing_held.effect) == (
+        None,
+        None,
+        None,
+    )
+    empty = outcome_effect(_frame([], []))
+    assert (empty.n_passed, empty.n_held, empty.effect) == (0, 0, None)
+    flat = outcome_effect(_frame([False, False, True, True], [0.01, 0.01, 0.0, 0.0]))
+    assert [flat.effect, flat.ci_low, flat.ci_high] == [pytest.approx(0.01)] * 3
+
+
+def test_effects_of_many_checks_in_one_pass_match_one_at_a_time() -> None:
+    a = _frame([False, False, False, True, True, True], [0.02, 0.03, 0.04, -0.01, -0.02, -0.03])
+    b = _frame([False, False, True, True], [0.01, -0.01, 0.02, 0.04])
+    both = pl.concat(
+        [a.with_columns(pl.lit("a").alias("skill")), b.with_columns(pl.lit("b").alias("skill"))]
+    )
+    found = outcome_effects(both, "skill")
+    assert found["a"] == outcome_effect(a)
+    assert found["b"] == outcome_effect(b)
+    assert found["b"].effect == pytest.approx(-0.03)
+
+
+def _specs(registry: RoleRegistry, frame: pl.DataFrame) -> dict[str, SkillSpec]:
+    fit = frame.filter(pl.col("split") == "fit")
+    pattern = str(frame.filter(pl.col("pattern").is_not_null())["pattern"][0])
+    cluster = describe(
+        registry, fit, "momentum", pattern, gist="decided without technicals", outcome_class="md"
+    )
+    now = START + timedelta(days=30)
+    files = candidate_files(cluster, fit, registry, now=now, taken=set())
+    return {spec.layer.value: spec for spec in (parse_skill(t, s, registry) for s, t in files)}
+
+
+def _edited(spec: SkillSpec, registry: RoleRegistry, change: Any) -> SkillSpec:
+    raw = yaml.safe_load(spec.source_yaml)
+    change(raw)
+    return parse_skill(yaml.safe_dump(raw), "edited.yaml", registry)
+
+
+def test_a_check_that_only_restates_the_required_evidence_is_policy(
+    registry: RoleRegistry,
+) -> None:
+    specs = _specs(registry, episodes(registry, 400))
+    # technicals absent is exactly what the momentum role file forbids; the L1 form also
+    # weighs direction and scenario toward stopping (they co-occur in this data): learned
+    assert {layer: check_kind(s, registry) for layer, s in specs.items()} == {
+        "L0": POLICY,
+        "L1": LEARNED,
+        "L2": POLICY,
+    }
+
+    def evidence_only(raw: dict[str, Any]) -> None:
+        weights = raw["decision"]["procedure"]["weights"]["request_evidence"]
+        weights.update(direction_short=0.0, scenario_breakout=-1.0)
+
+    assert check_kind(_edited(specs["L1"], registry, evidence_only), registry) == POLICY
+
+    def stricter(raw: dict[str, Any]) -> None:  # stale after 0.5 days: stricter than the role
+        raw["decision"]["procedure"]["rules"][0]["when"] = [
+            {"field": "technicals_age_days", "gt": 0.5}
+        ]
+
+    def narrower(raw: dict[str, Any]) -> None:  # absent and long: learned which ones matter
+        raw["decision"]["procedure"]["rules"][0]["when"].append(
+            {"field": "direction", "equals": "long"}
+        )
+
+    def staler(raw: dict[str, Any]) -> None:  # older than the role allows: still the policy
+        raw["decision"]["procedure"]["rules"][0]["when"] = [
+            {"field": "technicals_age_days", "gt": 1}
+        ]
+
+    def hold(reason: str) -> Any:
+        def change(raw: dict[str, Any]) -> None:  # the verdict the generator writes a hold
+            raw["decision"]["verdicts"]["request_evidence"] = {
+                "status": "hold",
+                "reason": reason,
+                "note": "hold {direction} {symbol} for {account}",
+            }
+
+        return change
+
+    examples = specs["L2"]
+    after = _edited(examples, registry, hold("lesson:technicals_after_decision"))
+    assert check_kind(after, registry) == POLICY
+    both = _edited(examples, registry, hold("lesson:technicals_stale_price_history_missing"))
+    assert check_kind(both, registry) == POLICY
+    narrower_words = _edited(examples, registry, hold("lesson:technicals_missing_direction_long"))
+    assert check_kind(narrower_words, registry) == LEARNED
+    assert check_kind(_edited(examples, registry, hold("lesson")), registry) == LEARNED
+    assert check_kind(_edited(specs["L0"], registry, stricter), registry) == LEARNED
+    assert check_kind(_edited(specs["L0"], registry, narrower), registry) == LEARNED
+    assert check_kind(_edited(specs["L0"], registry, staler), registry) == POLICY
+
+
+def test_held_out_rows_leave_out_sources_fit_and_earlier_decisions(
+    registry: RoleRegistry,
+) -> None:
+    frame = episodes(registry, 400)
+    returns = pl.when(pl.col("pattern").is_not_null()).then(-0.02).otherwise(0.01)
+    frame = frame.with_columns(returns.alias("realized_return"))
+    spec = _specs(registry, frame)["L0"]
+    created = START + timedelta(hours=100)
+    view = VersionView(
+        spec=spec,
+        state=SkillState.ACTIVE,
+        changed_at=created,
+        history=((str(SkillState.CANDIDATE), created),),
+    )
+    rows = held_out_rows(view, frame, through=START + timedelta(days=30))
+    assert rows.height > 0
+    assert (rows["split"] != "fit").all()
+    assert (rows["decided_at_ts"] > created).all()
+    assert not rows["episode_id"].is_in(list(spec.source_experiences)).any()
+    # the rule stops exactly the decisions without technicals, which lost here
+    assert rows["stopped"].to_list() == rows["pattern"].is_not_null().to_list()
+    found = outcome_effect(rows)
+    assert found.n_passed + found.n_held == rows.height
+    assert found.effect == pytest.approx(0.03)
