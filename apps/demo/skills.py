@@ -38,6 +38,7 @@ from reflexmem.operations.resources import Resources
 from reflexmem.operations.runner import DirectRunner
 from reflexmem.operations.skill_lifecycle import skill_effects
 from reflexmem.operations.skills import ProposalReport, propose_skill
+from reflexmem.reflex.outcomes import OutcomeEffect
 
 FIRST_CLOCK_DAYS = 10
 LAG_DAYS = 55
@@ -178,14 +179,23 @@ def show(res: Resources, console: Console) -> None:
         )
     )
     effects = skill_effects(res)
+    console.print(
+        table(
+            "what each promoted check did to realized returns on held-out decisions "
+            "(passed minus held, 95% Welch interval; policy: restates the role file)",
+            ("check", "kind", "effect", "95% interval", "held", "passed"),
+            [_outcome_row(key, effects.kinds.get(key, "-"), o)
+             for key, o in sorted(effects.outcomes.items())],
+        )
+    )  # fmt: skip
     for key in (f"{HEADLINE}@1", f"{HEADLINE}@2"):
         windows = [w for w in effects.windows if w.skill == key]
         if not windows:
             continue
         console.print(
             table(
-                f"effect of {key} on decisions it was not generated from ('lesson': decisions "
-                "in which reflection found its failure mode)",
+                f"agreement of {key} with reflection's labels, a diagnostic, not evidence "
+                "('lesson': decisions in which reflection found its failure mode)",
                 ("window", "decisions", "lesson", "stopped", "caught", "false stops",
                  "went ahead", "lesson rate ahead"),
                 [(w.window, w.decisions, w.failure_cases, w.stopped, w.caught, w.false_stops,
@@ -205,6 +215,13 @@ def show(res: Resources, console: Console) -> None:
             f"{escape(str(example[4]))} {escape(str(example[5]))}"
         )
     _mlflow(res, console)
+
+
+def _outcome_row(key: str, kind: str, o: OutcomeEffect) -> tuple[str, ...]:
+    if o.effect is None or o.ci_low is None or o.ci_high is None:
+        return (key, kind, "too little data", "-", str(o.n_held), str(o.n_passed))
+    interval = f"[{o.ci_low:+.2%}, {o.ci_high:+.2%}]"
+    return (key, kind, f"{o.effect:+.2%}", interval, str(o.n_held), str(o.n_passed))
 
 
 def _out_of_service(res: Resources) -> list[tuple[str, str, str, dict[str, dict[str, float]]]]:
