@@ -14,8 +14,8 @@ evaluation profile it used is a registered model version (`tracking_registry`).
 `EvaluationTracker` is the `Tracker` of `reflexmem.operations.resources`: the evaluate,
 promote and reflect operations open a run before the ledger write (its ID goes into
 the rows), finish it after the commit and mark it FAILED if the write fails; cycles
-open and close the parent runs (`tracking_runs.CycleRuns`), and reflection batches are
-recorded by `tracking_reflection`.
+open and close the parent runs (`tracking_runs.CycleRuns`), reflection batches are
+recorded by `tracking_reflection` and distillation batches by `tracking/memory.py`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 
 import polars as pl
 
+from adapters.tracking.memory import DistillationRuns
 from adapters.tracking.reflection import ReflectionRuns
 from adapters.tracking.registry import DefinitionRegistry
 from adapters.tracking.runs import CycleRuns, RunStore
@@ -77,6 +78,7 @@ class EvaluationTracker:
         self.definitions = DefinitionRegistry(self.store)
         self.cycles = CycleRuns(self.store)
         self.reflections = ReflectionRuns(self.store, self.definitions, registry)
+        self.distillations = DistillationRuns(self.store)
 
     @property
     def client(self) -> Any:
@@ -194,6 +196,16 @@ class EvaluationTracker:
     def finish_reflection(self, run: ReflectionRun, report: RoleReport) -> None:
         """Close the run of one reflection batch with its counts and lessons table."""
         self.reflections.finish(run, report)
+
+    def log_distillation(
+        self,
+        namespace: str,
+        versions: pl.DataFrame,
+        counts: Mapping[str, float],
+        cycle_id: str | None = None,
+    ) -> str:
+        """Record one distillation batch (`memory-distillation`), nested in its cycle."""
+        return self.distillations.log(namespace, versions, counts, cycle_id)
 
     def begin_cycle(self, cycle_id: str, name: str) -> str:
         """Open (or find) the parent run of a cycle."""

@@ -239,12 +239,15 @@ def run_reflection(
 
 
 def run_memory(
-    runner: StageRunner, roles: Sequence[str], profile: str | None = None
+    runner: StageRunner,
+    roles: Sequence[str],
+    profile: str | None = None,
+    cycle_id: str | None = None,
 ) -> MemoryReport:
     """Record reflected cases as episodes, then distil every due window: `distillation`."""
-    recorded = runner.map(record_episodes, "role_id", roles, profile=profile)
+    recorded = runner.map(record_episodes, "role_id", roles, profile=profile, cycle_id=cycle_id)
     due = runner.run(namespaces_due)
-    distilled = runner.map(distil, "namespace", due)
+    distilled = runner.map(distil, "namespace", due, cycle_id=cycle_id)
     return MemoryReport(tuple(recorded), tuple(distilled))
 
 
@@ -274,7 +277,7 @@ def run_learning(
     def body(cid: str) -> LearningReport:
         maturation = run_maturation(runner, p, cycle_id=cid)
         reflected = run_reflection(runner, maturation.plan.roles, p.profile, cycle_id=cid)
-        memory = run_memory(runner, maturation.plan.roles, p.profile)
+        memory = run_memory(runner, maturation.plan.roles, p.profile, cycle_id=cid)
         return LearningReport(maturation, reflected, memory)
 
     return in_cycle(runner, "learning", cycle_id, body, _learning_counts)[1]

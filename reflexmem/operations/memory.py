@@ -11,8 +11,11 @@ rules (`reflexmem.memory.merge`). Both are idempotent by their own selection.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+import polars as pl
+import sqlalchemy as sa
 
 from reflexmem.memory.cycle import EpisodeInput
 from reflexmem.memory.distill import DistillReport
@@ -52,6 +55,10 @@ class DistilReport:
     confirmed: tuple[str, ...] = ()
     rejected: tuple[str, ...] = ()
     refused: int = 0
+    written: tuple[str, ...] = ()
+    """The pattern versions written (entry IDs)."""
+    mlflow_run_id: str | None = None
+    """The tracking run that records this batch of windows (None: nothing distilled)."""
 
     @classmethod
     def of(cls, namespace: str, reports: Sequence[DistillReport]) -> DistilReport:
@@ -65,6 +72,7 @@ class DistilReport:
             confirmed=tuple(i for r in done for i in r.confirmed),
             rejected=tuple(i for r in done for i in r.rejected),
             refused=sum(len(r.refused) for r in done),
+            written=tuple(i for r in done for i in r.written),
         )
 
 
@@ -84,15 +92,62 @@ class EpisodeReport:
     distilled: DistilReport | None = None
 
 
+VERSION_COLUMNS = (
+    "entry_id, namespace, tier, state, text, support, confidence, wins, losses, outcome, "
+    "quality, window_key, first_episode, created_episode"
+)
+
+
+def _traced(res: Resources, report: DistilReport, cycle_id: str | None) -> DistilReport:
+    """Record a distillation batch's pattern and rule versions with the tracker.
+
+    One tracking run per batch of windows (nested in the cycle's run when there is one),
+    with the versions it wrote, promoted, confirmed or rejected as a table, so a
+    reviewer reaches a pattern or rule from the cycle that made it.
+    """
+    if report.windows == 0:
+        return report
+    ids = sorted({*report.written, *report.promoted, *report.confirmed, *report.rejected})
+    query = sa.text(
+        f"SELECT {VERSION_COLUMNS} FROM memory_entries WHERE entry_id IN :ids ORDER BY entry_id"
+    ).bindparams(sa.bindparam("ids", expanding=True))
+    with res.engine.connect() as conn:
+        result = conn.execute(query, {"ids": ids}) if ids else None
+        rows = [] if result is None else [tuple(r) for r in result]
+    names = [c.strip() for c in VERSION_COLUMNS.split(",")]
+    versions = pl.DataFrame(rows, schema=names, orient="row", infer_schema_length=None)
+    counts = {
+        "windows": float(report.windows),
+        "pattern_versions": float(report.patterns),
+        "rules_promoted": float(len(report.promoted)),
+        "rules_confirmed": float(len(report.confirmed)),
+        "rules_rejected": float(len(report.rejected)),
+        "refused": float(report.refused),
+    }
+    run_id = res.tracker.log_distillation(report.namespace, versions, counts, cycle_id)
+    return replace(report, mlflow_run_id=run_id)
+
+
 def record_episodes(
-    res: Resources, role_id: str, profile: str | None = None, chunk: int = CHUNK
+    res: Resources,
+    role_id: str,
+    profile: str | None = None,
+    chunk: int = CHUNK,
+    cycle_id: str | None = None,
 ) -> EpisodeReport:
-    """Record every reflected, unrecorded case of `role_id` as an episode of its namespace."""
+    """Record every reflected, unrecorded case of `role_id` as an episode of its namespace.
+
+    Windows the recording closes are distilled on the way; that distillation is recorded
+    with the tracker like the sweep's (`cycle_id` nests it in the cycle's run).
+    """
     res.registry.get(role_id)
     namespace = role_namespace(role_id)
     ledger = _ledger(res, namespace)
     with role_lock(res.engine, role_id):
-        return _record_locked(res, ledger, role_id, namespace, profile, chunk)
+        report = _record_locked(res, ledger, role_id, namespace, profile, chunk)
+    if report.distilled is None:
+        return report
+    return replace(report, distilled=_traced(res, report.distilled, cycle_id))
 
 
 def _record_locked(
@@ -161,7 +216,7 @@ def namespaces_due(res: Resources) -> tuple[str, ...]:
     return tuple(MemoryLedger(res.engine, seed=res.memory_seed).namespaces_due())
 
 
-def distil(res: Resources, namespace: str) -> DistilReport:
+def distil(res: Resources, namespace: str, cycle_id: str | None = None) -> DistilReport:
     """Distil every due window of one namespace (idempotent by window key).
 
     Recording distils the windows it closes, so this is the sweep for windows recorded
@@ -173,7 +228,7 @@ def distil(res: Resources, namespace: str) -> DistilReport:
     reports = ledger.store.distill(
         namespace, ledger.due_windows(namespace), ledger.schedule.distill
     )
-    return DistilReport.of(namespace, reports)
+    return _traced(res, DistilReport.of(namespace, reports), cycle_id)
 
 
 def record_agent_episodes(

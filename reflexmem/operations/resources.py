@@ -79,6 +79,16 @@ class Tracker(Protocol):
         """Open (or find, on a retry) the parent run of one cycle; its ID."""
         ...
 
+    def log_distillation(
+        self,
+        namespace: str,
+        versions: pl.DataFrame,
+        counts: Mapping[str, float],
+        cycle_id: str | None = None,
+    ) -> str | None:
+        """Record one distillation batch (its pattern and rule versions), after the commit."""
+        ...
+
     def end_cycle(self, cycle_id: str, status: str, summary: Mapping[str, float]) -> None:
         """Close a cycle's parent run with its counts and status (FINISHED or FAILED)."""
         ...
@@ -103,6 +113,16 @@ class NullTracker:
         """Nothing to finish."""
 
     def begin_cycle(self, cycle_id: str, name: str) -> str | None:
+        """No run."""
+        return None
+
+    def log_distillation(
+        self,
+        namespace: str,
+        versions: pl.DataFrame,
+        counts: Mapping[str, float],
+        cycle_id: str | None = None,
+    ) -> str | None:
         """No run."""
         return None
 

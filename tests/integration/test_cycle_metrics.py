@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
+import polars as pl
 import sqlalchemy as sa
 
 from reflexmem.operations.cycle import CycleParams, run_cycle
@@ -43,3 +44,52 @@ def test_pattern_and_rule_counts_match_the_rows_distillation_wrote(
     assert summary["windows_distilled"] == sum(d.windows for d in report.memory.distilled) > 0
     assert summary["episodes"] == tiers["episodic"]
     assert summary["decisions_checked"] == 1200
+
+
+def test_every_distillation_batch_is_a_run_nested_in_its_cycle_with_its_versions(
+    engine: sa.Engine, tmp_path: Path, mlflow_uri: str
+) -> None:
+    import mlflow
+
+    from adapters.tracking.eval import EvaluationTracker
+    from adapters.tracking.memory import EXPERIMENT, VERSIONS_FILE
+    from tests.support import registry
+
+    tracker = EvaluationTracker(
+        mlflow_uri,
+        ledger_url=str(engine.url),
+        artifact_root=tmp_path / "artifacts",
+        registry=registry(),
+    )
+    res = make_resources(engine, tracker=tracker)
+    seed_ledger(res, tmp_path, n=1200)
+    report = run_cycle(DirectRunner(res), CycleParams(as_of=AS_OF))
+    assert report.cycle is not None
+    parent = report.cycle.mlflow_run_id
+    batches = [d for d in report.memory.distilled if d.windows]
+    assert batches
+    assert all(d.mlflow_run_id is not None for d in batches)
+    client = tracker.client
+    experiment = client.get_experiment_by_name(EXPERIMENT)
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    assert {r.info.run_id for r in runs} == {d.mlflow_run_id for d in batches}
+    assert {r.data.tags["mlflow.parentRunId"] for r in runs} == {parent}
+    assert sum(r.data.metrics["pattern_versions"] for r in runs) == sum(d.patterns for d in batches)
+    with engine.connect() as conn:
+        pattern = conn.execute(
+            sa.text("SELECT entry_id FROM memory_entries WHERE tier = 'semantic' LIMIT 1")
+        ).scalar_one()
+    found = client.search_runs(
+        [experiment.experiment_id],
+        filter_string=f"tags.`reflexmem.pattern_ids` LIKE '%,{pattern},%'",
+    )
+    assert len(found) == 1
+    path = mlflow.artifacts.download_artifacts(
+        run_id=found[0].info.run_id,
+        artifact_path=VERSIONS_FILE,
+        dst_path=str(tmp_path / "dl"),
+        tracking_uri=mlflow_uri,
+    )
+    versions = pl.read_parquet(path)
+    assert pattern in versions["entry_id"].to_list()
+    assert set(versions["tier"].to_list()) <= {"semantic", "procedural"}
