@@ -13,18 +13,7 @@ from typing import Annotated
 
 import typer
 
-from apps.cli.common import app, console, emit, err, open_resources
-
-
-def _clock(raw: str, name: str) -> datetime:
-    from datetime import UTC
-
-    try:
-        when = datetime.fromisoformat(raw)
-    except ValueError as exc:
-        err.print(f"{name} must be an ISO date or timestamp: {exc}")
-        raise typer.Exit(2) from exc
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+from apps.cli.common import app, console, emit, err, open_resources, parse_time
 
 
 @app.command("backfill")
@@ -53,8 +42,8 @@ def backfill_cmd(
     try:
         step = parse_every(every)
         params = BackfillParams(
-            start=_clock(start, "--from"),
-            end=_clock(end, "--to"),
+            start=parse_time(start, "--from"),
+            end=parse_time(end, "--to"),
             every=step,
             roles=tuple(role) if role else None,
             profile=profile,

@@ -87,15 +87,18 @@ def open_resources(settings: Settings | None = None) -> Resources:
         raise typer.Exit(2) from exc
 
 
-def parse_as_of(raw: str | None) -> datetime | None:
-    """An ISO timestamp option as an aware UTC time (naive means UTC); exit 2 if invalid."""
+def parse_time(raw: str, option: str) -> datetime:
+    """An ISO date or timestamp option as an aware UTC time (naive means UTC); exit 2 if not."""
     from datetime import UTC, datetime
 
-    if raw is None:
-        return None
     try:
         when = datetime.fromisoformat(raw)
     except ValueError as exc:
-        err.print(f"--as-of must be an ISO timestamp: {exc}")
+        err.print(f"{option} must be an ISO timestamp: {exc}")
         raise typer.Exit(2) from exc
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+
+
+def parse_as_of(raw: str | None) -> datetime | None:
+    """The `--as-of` option (`parse_time`), or None when it was not given."""
+    return None if raw is None else parse_time(raw, "--as-of")
