@@ -9,14 +9,16 @@ clock after.
 
 from __future__ import annotations
 
+import io
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
+from rich.console import Console
 
 from apps.demo import skills as demo_skills
 from reflexmem.operations import intake
-from reflexmem.operations.cycle import CycleParams, run_cycle, run_learning
+from reflexmem.operations.cycle import CycleParams, run_learning
 from reflexmem.operations.resources import Resources
 from reflexmem.operations.runner import DirectRunner
 from reflexmem.prices.panel import load_dfull
@@ -51,19 +53,13 @@ def clock_between(first: datetime, share: float) -> datetime:
 
 
 def walk(res: Resources, tmp: Path, n: int = 20_000, seed: int = 7) -> datetime:
-    """The demo's weekly walk on this ledger; returns the first decision time."""
+    """The demo's weekly walk (a backfill, with the stricter proposal); the first decision."""
     files, first = stream_files(tmp, n, seed, lag=True)
     intake.ingest(res, files)
     newest = res.prices.newest()
     assert newest is not None
-    weeks = demo_skills.clocks(first, newest)
-    lag = first + timedelta(days=demo_skills.LAG_DAYS)
-    proposal = next(at for at in weeks if at > lag)
-    runner = DirectRunner(res)
-    for at in weeks:
-        if at == proposal:
-            assert demo_skills.propose_stricter(res, at) is not None
-        run_cycle(runner, CycleParams(as_of=at))
+    quiet = Console(file=io.StringIO())
+    demo_skills.walk(res, quiet, demo_skills.clocks(first, newest), first)
     return first
 
 
