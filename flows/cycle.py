@@ -32,6 +32,7 @@ from flows.settings import flow_settings
 from reflexmem.operations import memory as memory_ops
 from reflexmem.operations.cycle import (
     CycleParams,
+    cycle_counts,
     run_cycle,
     run_intake,
     run_maturation,
@@ -97,22 +98,9 @@ def daily_cycle(
         drop=Path(drop_dir) if drop_dir else None,
     )
     with prefect_runner(settings) as runner:
-        report = run_cycle(runner, params).as_dict()
-    summary = {
-        "admitted": report["admission"]["admitted"],
-        "settled": report["maturation"]["settle"]["settled"],
-        "matured": report["maturation"]["maturity"]["matured"],
-        "evaluated": report["maturation"]["evaluation"]["runs"],
-        "promoted": report["maturation"]["promotion"]["promoted"],
-        "reflected": sum(r["reflected"] for r in report["reflection"]),
-        "episodes": sum(e["recorded"] for e in report["memory"]["episodes"]),
-        "patterns": sum(d["patterns"] for d in report["memory"]["distillation"])
-        + sum(e["distilled"]["patterns"] for e in report["memory"]["episodes"] if e["distilled"]),
-        "skill_candidates": len(report["skills"]["generation"]["registered"]),
-        "decisions_checked": report["skills"]["shadow"]["checks"]["decisions"],
-        "skill_moves": len(report["skills"]["shadow"]["lifecycle"]["moves"])
-        + len(report["skills"]["audit"]["moves"]),
-    }
+        cycle = run_cycle(runner, params)
+    report = cycle.as_dict()
+    summary = cycle_counts(cycle)
     title = f"cycle as of {report['maturation']['plan']['as_of']}"
     _publish(settings, "daily-cycle", title, summary, report)
     return report

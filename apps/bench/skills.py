@@ -29,12 +29,12 @@ from typing import Any
 import sqlalchemy as sa
 
 from apps.bench.support import peak_rss_mb, scratch_engine
+from reflexmem.ledger.sqlio import to_utc
 from reflexmem.operations import intake, skill_lifecycle, skills
 from reflexmem.operations.cycle import run_intake, run_learning
 from reflexmem.operations.runner import DirectRunner
 from reflexmem.prices.dfull_bars import write_dfull_bars
 from reflexmem.prices.panel import load_dfull
-from reflexmem.reflex.trading import to_utc
 from reflexmem.settings import Settings
 from reflexmem.synth import generate, write_stream
 

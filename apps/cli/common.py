@@ -89,14 +89,16 @@ def open_resources(settings: Settings | None = None) -> Resources:
 
 def parse_time(raw: str, option: str) -> datetime:
     """An ISO date or timestamp option as an aware UTC time (naive means UTC); exit 2 if not."""
-    from datetime import UTC, datetime
+    from datetime import datetime
+
+    from reflexmem.ledger.sqlio import to_utc
 
     try:
         when = datetime.fromisoformat(raw)
     except ValueError as exc:
         err.print(f"{option} must be an ISO timestamp: {exc}")
         raise typer.Exit(2) from exc
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    return to_utc(when)
 
 
 def parse_as_of(raw: str | None) -> datetime | None:

@@ -14,7 +14,7 @@ the market, and nothing here places, routes or cancels an order.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,6 +23,7 @@ from reflexmem.ingest.read import IngestError
 from reflexmem.ingest.rows import RECORD_KINDS
 from reflexmem.ingest.schemas import SCHEMAS
 from reflexmem.ledger.enums import QuarantineReason
+from reflexmem.ledger.sqlio import to_utc
 from reflexmem.operations import intake
 from reflexmem.operations import recall as recall_op
 from reflexmem.operations.resources import Resources
@@ -111,9 +112,7 @@ def recall(res: Resources, mode: MemoryMode, request: RecallRequest) -> dict[str
         require_active(mode)
     except RecallUnavailable as exc:
         raise ToolFailure(404, str(exc), (), "recall_unavailable") from exc
-    when = request.as_of
-    if when is not None:
-        when = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    when = None if request.as_of is None else to_utc(request.as_of)
     try:
         res.registry.get(request.role)
     except KeyError as exc:

@@ -9,6 +9,7 @@ here once, for both backends' timestamp spellings.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 import polars as pl
 import sqlalchemy as sa
@@ -16,6 +17,14 @@ import sqlalchemy as sa
 from reflexmem.ledger.bulk import bulk_insert, quote_ident
 
 UTC_US = pl.Datetime("us", "UTC")
+
+
+def to_utc(value: datetime) -> datetime:
+    """An aware UTC datetime; a naive value is UTC (the ledger's convention).
+
+    SQLite hands back the stamps it stored without their zone.
+    """
+    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def parse_utc(col: pl.Expr) -> pl.Expr:

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
 from reflexmem.ledger.ops_models import BackfillClock
-from reflexmem.operations.cycle import CycleParams, CycleReport, run_cycle
+from reflexmem.ledger.sqlio import to_utc
+from reflexmem.operations.cycle import CycleParams, CycleReport, cycle_counts, run_cycle
 from reflexmem.operations.resources import Resources
 from reflexmem.operations.runner import StageRunner
 
@@ -38,13 +39,9 @@ def parse_every(text: str) -> timedelta:
     return int(found.group(1)) * _UNITS[found.group(2)]
 
 
-def _utc(value: datetime) -> datetime:
-    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
-
-
 def backfill_clocks(start: datetime, end: datetime, every: timedelta) -> list[datetime]:
     """`start, start + every, ...` up to `end`, and `end` itself; refused if out of order."""
-    first, last = _utc(start), _utc(end)
+    first, last = to_utc(start), to_utc(end)
     if last < first:
         raise ValueError(f"backfill ends ({last:%Y-%m-%d}) before it starts ({first:%Y-%m-%d})")
     if every <= timedelta(0):
@@ -73,8 +70,8 @@ class BackfillParams:
         """The backfill's identity: the same range, step and scope resume the same one."""
         text = "|".join(
             [
-                _utc(self.start).isoformat(),
-                _utc(self.end).isoformat(),
+                to_utc(self.start).isoformat(),
+                to_utc(self.end).isoformat(),
                 str(self.every.total_seconds()),
                 ",".join(self.roles or ()),
                 self.profile or "",
@@ -92,12 +89,12 @@ def finished_clocks(res: Resources, key: str) -> list[datetime]:
             .where(BackfillClock.backfill_key == key)
             .order_by(BackfillClock.as_of)
         ).scalars()
-        return [_utc(r) for r in rows]
+        return [to_utc(r) for r in rows]
 
 
 def finish_clock(res: Resources, key: str, as_of: datetime) -> datetime:
     """Record that the cycle at `as_of` finished (idempotent); returns the clock."""
-    clock = _utc(as_of)
+    clock = to_utc(as_of)
     with res.engine.begin() as conn:
         done = conn.execute(
             sa.select(sa.func.count())
@@ -153,22 +150,17 @@ def run_backfill(
 
 
 def summary(report: BackfillReport) -> dict[str, object]:
-    """Plain counts of a backfill for the CLI's JSON and its last line."""
-    cycles: Sequence[CycleReport] = report.cycles
+    """A backfill for the CLI's JSON: its clocks and the cycles' counts added up."""
+    totals: dict[str, float] = {}
+    for cycle in report.cycles:
+        for name, n in cycle_counts(cycle).items():
+            totals[name] = totals.get(name, 0.0) + n
     return {
         "backfill": report.key,
         "clocks": len(report.clocks),
-        "ran": len(cycles),
+        "ran": len(report.cycles),
         "resumed_past": len(report.skipped),
         "first": report.clocks[0].isoformat() if report.clocks else None,
         "last": report.clocks[-1].isoformat() if report.clocks else None,
-        "admitted": sum(c.admission.admitted for c in cycles),
-        "matured": sum(c.maturation.maturity.matured for c in cycles),
-        "reflected": sum(r.reflected for c in cycles for r in c.reflection),
-        "episodes": sum(e.recorded for c in cycles for e in c.memory.episodes),
-        "pattern_versions": sum(d.patterns for c in cycles for d in c.memory.distilled),
-        "skill_candidates": sum(len(c.skills.generation.registered) for c in cycles),
-        "skill_moves": sum(
-            len(c.skills.shadow.lifecycle.moves) + len(c.skills.audit.moves) for c in cycles
-        ),
+        **{name: int(n) for name, n in totals.items()},
     }

@@ -193,7 +193,8 @@ def _reflection_counts(reports: Sequence[RoleReport]) -> dict[str, float]:
     }
 
 
-def _cycle_counts(c: CycleReport) -> dict[str, float]:
+def cycle_counts(c: CycleReport) -> dict[str, float]:
+    """What a cycle did, as its tracking run and the `daily_cycle` artifact count it."""
     return {
         "admitted": float(c.admission.admitted),
         "quarantined": float(c.admission.quarantined),
@@ -327,7 +328,7 @@ def run_cycle(runner: StageRunner, params: CycleParams | None = None) -> CycleRe
             skills=run_skills(runner, learned.maturation.plan.as_of),
         )
 
-    start, report = in_cycle(runner, "cycle", None, body, _cycle_counts)
+    start, report = in_cycle(runner, "cycle", None, body, cycle_counts)
     return replace(report, cycle=start)
 
 

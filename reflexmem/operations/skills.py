@@ -29,6 +29,7 @@ import sqlalchemy as sa
 
 from reflexmem.ledger.bulk import bulk_insert
 from reflexmem.ledger.skill_cycle_models import CheckKind
+from reflexmem.ledger.sqlio import to_utc
 from reflexmem.operations.resources import Resources
 from reflexmem.reflex.candidates import candidate_files
 from reflexmem.reflex.clusters import MIN_CLUSTER, describe, find_patterns
@@ -49,7 +50,6 @@ from reflexmem.reflex.trading import (
     judged_frame,
     read_decisions,
     read_episodes,
-    to_utc,
 )
 from reflexmem.reflex.versions import VersionInfo
 

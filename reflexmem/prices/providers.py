@@ -20,7 +20,7 @@ import functools
 import itertools
 import json
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from reflexmem.ledger.market_models import MarketBar
+from reflexmem.ledger.sqlio import to_utc
 from reflexmem.prices.panel import PricePanel, load_dfull, load_panel
 from reflexmem.prices.series import (
     MappingPrices,
@@ -129,7 +130,7 @@ class LedgerPrices:
         stamp = rows[0][0] if rows else None
         if not isinstance(stamp, datetime):
             return None
-        return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
+        return to_utc(stamp)
 
 
 def _midnights_to_day_end(series: dict[str, PriceSeries]) -> dict[str, PriceSeries]:

@@ -18,9 +18,10 @@ import sqlalchemy as sa
 from reflexmem.ledger.bulk import bulk_insert, read_frame
 from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.ledger.skill_cycle_models import CheckKind, SkillCheck, SkillSource
+from reflexmem.ledger.sqlio import to_utc
 from reflexmem.reflex.evidence import VersionView
 from reflexmem.reflex.snapshot import load_snapshot
-from reflexmem.reflex.trading import TRADE_FAMILY, to_utc
+from reflexmem.reflex.trading import TRADE_FAMILY
 from reflexmem.reflex.versions import TRANSITIONS, VERSIONS
 
 CHECKS = cast(sa.Table, SkillCheck.__table__)

@@ -22,14 +22,14 @@ two of those steps. The shares were fixed before any data was looked at.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import polars as pl
 import sqlalchemy as sa
 
 from reflexmem.ledger.bulk_read import read_frame
-from reflexmem.ledger.sqlio import UTC_US, parse_utc
+from reflexmem.ledger.sqlio import UTC_US, parse_utc, to_utc
 from reflexmem.maturation.settlement import OWN_POSITION_JOINS
 from reflexmem.memory.role_stream import lesson_gist, lesson_key
 from reflexmem.reflex.conditions import ROW
@@ -72,7 +72,7 @@ ORDER BY d.decided_at, d.decision_id
 
 def ts_literal(conn: sa.Connection, value: datetime) -> str:
     """A UTC timestamp as a SQL literal comparable with the dialect's stored timestamps."""
-    utc = value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+    utc = to_utc(value)
     if conn.dialect.name == "postgresql":
         return f"TIMESTAMPTZ '{utc.isoformat()}'"
     return f"'{utc.replace(tzinfo=None).strftime('%Y-%m-%d %H:%M:%S.%f')}'"
@@ -319,11 +319,6 @@ def observation_schema(registry: RoleRegistry) -> dict[str, object]:
         "required": ["role_id", "account", "symbol", "direction", "decided_at", "summary"],
         "properties": props,
     }
-
-
-def to_utc(value: datetime) -> datetime:
-    """An aware UTC datetime (naive values are taken as UTC)."""
-    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 __all__ = [
