@@ -268,3 +268,46 @@ def bench_crash_cmd(
         run_bench(Settings(), trials=trials, backend=backend, decisions=decisions, seed=seed),
         as_json,
     )
+
+
+@bench_app.command("learning")
+def bench_learning_cmd(
+    decisions: Annotated[int, typer.Option(help="Decisions per stream.")] = 2000,
+    seeds: Annotated[int, typer.Option(help="Seeds (a null and a planted stream each).")] = 20,
+    seed_base: Annotated[
+        int, typer.Option(help="First seed; 0 is the validation set thresholds were chosen on.")
+    ] = 1000,
+    effects: Annotated[
+        str, typer.Option(help="Planted effect sizes, in standard deviations of return.")
+    ] = "0.1,0.25,0.5,1",
+    role: Annotated[str, typer.Option(help="The role whose decisions are generated.")] = "momentum",
+    bars: Annotated[
+        Path | None,
+        typer.Option(help="Bars file (symbol, ts, close; CSV or Parquet); default D-full daily."),
+    ] = None,
+    horizon: Annotated[int, typer.Option(help="Bars from decision to settlement.")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Null and planted decision streams through the production memory: false discoveries, power."""
+    from apps.bench.learning import run_bench
+    from apps.bench.learning_streams import dfull_daily, file_bars
+    from reflexmem.registry import load_registry
+
+    try:
+        sizes = tuple(float(x) for x in effects.split(",") if x.strip())
+        panel = dfull_daily() if bars is None else file_bars(bars)
+        result = run_bench(
+            panel,
+            load_registry(),
+            role_id=role,
+            decisions=decisions,
+            seeds=seeds,
+            seed_base=seed_base,
+            effects=sizes,
+            horizon=horizon,
+            progress=not as_json,
+        )
+    except (ValueError, OSError) as exc:
+        err.print(f"[red]bench learning:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    emit(result, as_json)

@@ -82,6 +82,7 @@ class MemoryEntryRow(Base):
     wins: Mapped[int] = mapped_column(default=0, server_default="0")
     losses: Mapped[int] = mapped_column(default=0, server_default="0")
     first_episode: Mapped[int | None]
+    stats: Mapped[Any | None] = mapped_column(sa.JSON(none_as_null=True))
     created_at: Mapped[datetime]
     superseded_at: Mapped[datetime | None]
 

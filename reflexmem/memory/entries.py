@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from reflexmem.ledger.enums import EntryState, Tier
@@ -77,6 +77,9 @@ class MemoryEntry:
     is what makes re-running a window detectable. ``wins`` and ``losses`` count the
     supporting episodes with positive and negative outcomes and ``first_episode`` is the
     first of them, so a merged pattern can be extended by later windows exactly.
+    ``stats`` (JSON) holds what an outcome-tested condition pattern or rule needs
+    beyond those columns: the carriers' outcome moments, the contrast that screened it,
+    the confirmation test and its helpful / harmful counts (`outcome_rules.py`).
     """
 
     id: str
@@ -95,6 +98,7 @@ class MemoryEntry:
     wins: int = 0
     losses: int = 0
     first_episode: int | None = None
+    stats: Mapping[str, Any] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -146,6 +150,7 @@ class MemoryEntry:
             "wins": self.wins,
             "losses": self.losses,
             "first_episode": self.first_episode,
+            "stats": None if self.stats is None else dict(self.stats),
         }
 
     @classmethod
@@ -175,6 +180,7 @@ class MemoryEntry:
             wins=int(data.get("wins", 0)),
             losses=int(data.get("losses", 0)),
             first_episode=None if data.get("first_episode") is None else int(data["first_episode"]),
+            stats=None if data.get("stats") is None else dict(data["stats"]),
         )
 
 

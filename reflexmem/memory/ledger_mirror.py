@@ -78,6 +78,7 @@ def entry_from_row(row: Any) -> MemoryEntry:
         wins=int(row["wins"] or 0),
         losses=int(row["losses"] or 0),
         first_episode=None if row["first_episode"] is None else int(row["first_episode"]),
+        stats=from_json(row.get("stats")),
     )
 
 
@@ -105,6 +106,10 @@ def _entry_frame(entries: Sequence[MemoryEntry], at: datetime) -> pl.DataFrame:
             "wins": pl.Series([e.wins for e in entries], dtype=pl.Int64),
             "losses": pl.Series([e.losses for e in entries], dtype=pl.Int64),
             "first_episode": pl.Series([e.first_episode for e in entries], dtype=pl.Int64),
+            "stats": pl.Series(
+                [None if e.stats is None else json.dumps(dict(e.stats)) for e in entries],
+                dtype=pl.String,
+            ),
             "created_at": pl.Series([at] * len(entries), dtype=pl.Datetime("us", "UTC")),
         }
     )

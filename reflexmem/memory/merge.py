@@ -9,11 +9,12 @@ each window that carries the tag writes a new *version* whose counts are cumulat
 version it extends becomes `superseded`. Versions are never edited, so a recall "as of"
 a past time can still see the version that was current then.
 
-A pattern that is strong enough becomes a `candidate` procedural rule; a candidate is
-confirmed (a new `active` rule version) only by episodes that came *after* it was
-promoted, at the same thresholds that promoted it, and rejected (`retired`) once those
-later episodes go the other way more often than not. The promotion data never
-confirms its own rule.
+Lessons are outcome-defined (reflection words one only after a loss it can blame), so
+a lesson lineage describes what went wrong and is recalled as such, but it never
+becomes a rule: "went against its signal and lost" would support "loses" by
+construction. Rules come from conditions known before the outcome, tested against the
+role's other episodes and confirmed on later ones (`outcome_rules.py`); each window
+runs both.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from reflexmem.memory.distill import (
     window_key,
 )
 from reflexmem.memory.entries import MemoryEntry
+from reflexmem.memory.outcome_rules import RuleConfig, distil_conditions
 from reflexmem.memory.store import MemoryStore
 
 SCOPE_PREFIXES = ("symbol:", "scenario:")
@@ -43,20 +45,16 @@ def _identity(text: str) -> str:
 
 @dataclass(frozen=True)
 class MergeConfig:
-    """Which tags form patterns, and the thresholds of patterns and rules.
+    """Which tags form lesson patterns, their support, and the rules' thresholds.
 
-    `min_support` (2: one episode is an anecdote), `promote_min_support` (5) and
-    `promote_min_confidence` (0.8) are the spec-level values of `DistillConfig`;
-    `reject_below = 0.5` retires a candidate whose later episodes mostly disagree with
-    it (below one half its direction no longer holds). `gist` turns an episode's text
-    into the wording the pattern keeps (e.g. without the case's own numbers).
+    `min_support` (2: one episode is an anecdote) makes a lesson lineage recallable;
+    `rules` holds every threshold of condition patterns and rules. `gist` turns an
+    episode's text into the wording the pattern keeps (e.g. without the case's numbers).
     """
 
     tag_prefix: str = "pattern:"
     min_support: int = 2
-    promote_min_support: int = 5
-    promote_min_confidence: float = 0.8
-    reject_below: float = 0.5
+    rules: RuleConfig = field(default_factory=RuleConfig)
     gist: Callable[[str], str] = field(default=_identity, compare=False)
 
 
@@ -90,18 +88,6 @@ def _lineage(store: MemoryStore, namespace: str, tier: Tier) -> dict[str, Memory
     out: dict[str, MemoryEntry] = {}
     for entry in store.entries(namespace, (tier,), live):
         tag = entry.tags[0] if entry.tags else ""
-        if tag not in out or entry.created_episode >= out[tag].created_episode:
-            out[tag] = entry
-    return out
-
-
-def _rules(store: MemoryStore, namespace: str) -> dict[str, MemoryEntry]:
-    """The newest rule version per pattern tag, in any state (a rejected rule stays)."""
-    out: dict[str, MemoryEntry] = {}
-    for entry in store.entries(namespace, (Tier.PROCEDURAL,)):
-        tag = entry.tags[0] if entry.tags else ""
-        if entry.state is EntryState.SUPERSEDED:
-            continue
         if tag not in out or entry.created_episode >= out[tag].created_episode:
             out[tag] = entry
     return out
@@ -166,104 +152,6 @@ def _merged(
     )
 
 
-def _rule(
-    semantic: MemoryEntry, gist: str, state: EntryState, suffix: str, *sources: str
-) -> MemoryEntry:
-    polarity = Polarity.POSITIVE if semantic.wins > semantic.losses else Polarity.NEGATIVE
-    agree = max(semantic.wins, semantic.losses)
-    advice = "favour it" if polarity is Polarity.POSITIVE else "avoid it or size down"
-    text = (
-        f"Rule{_scope(semantic.tags)}: {gist} It ended {polarity.value} in {agree} of "
-        f"{semantic.support} cases: {advice}."
-    )
-    tag = semantic.tags[0]
-    return MemoryEntry(
-        id=f"proc:{semantic.namespace}:{tag}{suffix}",
-        namespace=semantic.namespace,
-        tier=Tier.PROCEDURAL,
-        text=text,
-        tags=semantic.tags,
-        quality=semantic.quality,
-        created_episode=semantic.created_episode,
-        source_ids=(semantic.id, *sources),
-        state=state,
-        support=semantic.support,
-        confidence=semantic.confidence,
-        window_key=semantic.window_key,
-        outcome=semantic.outcome,
-        wins=semantic.wins,
-        losses=semantic.losses,
-        first_episode=semantic.first_episode,
-    )
-
-
-def _judge_candidate(
-    rule: MemoryEntry, semantic: MemoryEntry, cfg: MergeConfig
-) -> EntryState | None:
-    """ACTIVE (confirmed), RETIRED (rejected) or None (wait), from later episodes only."""
-    later = semantic.support - rule.support
-    if later < cfg.promote_min_support:
-        return None
-    positive = rule.wins > rule.losses
-    agree = (semantic.wins - rule.wins) if positive else (semantic.losses - rule.losses)
-    share = agree / later
-    if share >= cfg.promote_min_confidence:
-        return EntryState.ACTIVE
-    if share < cfg.reject_below:
-        return EntryState.RETIRED
-    return None
-
-
-@dataclass
-class _Outcome:
-    patterns: list[Pattern] = field(default_factory=list)
-    written: list[str] = field(default_factory=list)
-    promoted: list[str] = field(default_factory=list)
-    confirmed: list[str] = field(default_factory=list)
-    rejected: list[str] = field(default_factory=list)
-    refused: list[tuple[str, str]] = field(default_factory=list)
-
-
-def _rules_step(
-    store: MemoryStore,
-    semantic: MemoryEntry,
-    gist: str,
-    rule: MemoryEntry | None,
-    cfg: MergeConfig,
-    out: _Outcome,
-) -> None:
-    if semantic.state is not EntryState.ACTIVE:
-        return
-    if rule is None:
-        strong = (
-            semantic.support >= cfg.promote_min_support
-            and semantic.confidence >= cfg.promote_min_confidence
-        )
-        if strong:
-            candidate = _rule(semantic, gist, EntryState.CANDIDATE, "")
-            result = store.put(candidate)
-            if result.stored:
-                out.promoted.append(candidate.id)
-            else:
-                out.refused.append((candidate.id, result.reason or "refused"))
-        return
-    if rule.state is not EntryState.CANDIDATE:
-        return
-    verdict = _judge_candidate(rule, semantic, cfg)
-    if verdict is EntryState.ACTIVE:
-        end = semantic.created_episode + 1
-        confirmed = _rule(semantic, gist, EntryState.ACTIVE, f"@{end}", rule.id)
-        result = store.put(confirmed)
-        if not result.stored:
-            out.refused.append((confirmed.id, result.reason or "refused"))
-            return
-        store.set_state(rule.id, EntryState.RETIRED)
-        out.confirmed.append(confirmed.id)
-    elif verdict is EntryState.RETIRED:
-        store.set_state(rule.id, EntryState.RETIRED)
-        out.rejected.append(rule.id)
-
-
 def distill_merged(
     store: MemoryStore,
     namespace: str,
@@ -271,34 +159,35 @@ def distill_merged(
     end: int,
     config: MergeConfig | None = None,
 ) -> DistillReport:
-    """Extend every pattern lineage the window's episodes carry; promote, confirm, reject."""
+    """Extend every lesson lineage the window carries; test, form, confirm rules."""
     cfg = config or MergeConfig()
     key = window_key(namespace, start, end)
     if store.has_window(namespace, key):
         return DistillReport(namespace, key, start, end, already_done=True)
+    episodes = [e for e in store.entries(namespace, (Tier.EPISODIC,)) if e.outcome is not None]
     groups: dict[str, _Group] = {}
-    for e in store.entries(namespace, (Tier.EPISODIC,)):
-        if not start <= e.created_episode < end or e.outcome is None:
-            continue
-        for tag in dict.fromkeys(e.tags):
-            if tag.startswith(cfg.tag_prefix):
-                groups.setdefault(tag, _Group()).episodes.append(e)
+    for e in episodes:
+        if start <= e.created_episode < end:
+            for tag in dict.fromkeys(e.tags):
+                if tag.startswith(cfg.tag_prefix):
+                    groups.setdefault(tag, _Group()).episodes.append(e)
     current = _lineage(store, namespace, Tier.SEMANTIC)
-    rules = _rules(store, namespace)
-    out = _Outcome()
+    patterns: list[Pattern] = []
+    written: list[str] = []
+    refused: list[tuple[str, str]] = []
     for tag in sorted(groups):
         prev = current.get(tag)
         merged = _merged(namespace, tag, groups[tag], prev, start, end, cfg)
         result = store.put(merged)
         if not result.stored:
-            out.refused.append((merged.id, result.reason or "refused"))
+            refused.append((merged.id, result.reason or "refused"))
             continue
         if prev is not None:
             done = EntryState.SUPERSEDED if prev.state is EntryState.ACTIVE else EntryState.RETIRED
             store.set_state(prev.id, done)
         polarity = _polarity(merged.wins, merged.losses)
         if polarity is not None:
-            out.patterns.append(
+            patterns.append(
                 Pattern(
                     tag=tag,
                     polarity=polarity,
@@ -310,9 +199,8 @@ def distill_merged(
                     source_ids=merged.source_ids,
                 )
             )
-        out.written.append(merged.id)
-        gist = cfg.gist(groups[tag].episodes[0].text)
-        _rules_step(store, merged, gist, rules.get(tag), cfg, out)
+        written.append(merged.id)
+    rules = distil_conditions(store, namespace, episodes, start, end, cfg.rules)
     store.mark_window(namespace, key)
     return DistillReport(
         namespace,
@@ -320,12 +208,12 @@ def distill_merged(
         start,
         end,
         already_done=False,
-        patterns=tuple(out.patterns),
-        written=tuple(out.written),
-        promoted=tuple(out.promoted),
-        refused=tuple(out.refused),
-        confirmed=tuple(out.confirmed),
-        rejected=tuple(out.rejected),
+        patterns=tuple(patterns),
+        written=(*written, *rules.written),
+        promoted=tuple(rules.promoted),
+        refused=(*refused, *rules.refused),
+        confirmed=tuple(rules.confirmed),
+        rejected=tuple(rules.rejected),
     )
 
 

@@ -14,11 +14,15 @@ polars expressions over the whole batch:
   excess vs benchmark, risk-adjusted, direction hit) that the primary run measured; a
   case with fewer than two of them falls under the 0.3 floor and is not remembered.
 * **tags**: `class:<outcome class>`, `symbol:<S>`, `scenario:<X>`, and for a case with a
-  lesson `pattern:<key>`: the unit distillation merges. The key is a hash of the
-  lesson's *gist* (its wording with the case's numbers as N), so the same mistake is one
-  pattern of the role however its amounts differ; a pattern keeps the symbol and
-  scenario tags only when all its cases share them, so a recall filtered to a symbol
-  sees exactly the patterns drawn from that symbol's cases.
+  lesson `pattern:<key>`: the unit lesson distillation merges. Beside them the
+  *conditions* known before the outcome, the only tags a rule may be learned from
+  (`outcome_rules.py`): `direction:<d>`, `missing:<kind>` for each evidence kind the role
+  requires that the decision record lacked or carried older than the role allows, and
+  `against:signal` when the decision's direction contradicted the role's own signal.
+  A lesson's key is a hash of its *gist* (its wording with the case's numbers as N),
+  so the same mistake is one pattern of the role however its amounts differ; a pattern
+  keeps the symbol and scenario tags only when all its cases share them, so a recall
+  filtered to a symbol sees exactly the patterns drawn from that symbol's cases.
 * **policy**: the retrieval policy of the decision's latest recall, if the agent made
   one; the bandit is credited with this episode's reward.
 """
@@ -36,12 +40,16 @@ from reflexmem.ledger.sqlio import parse_utc
 from reflexmem.memory.ledger_mirror import role_namespace
 from reflexmem.registry import RoleRegistry
 
+_DAY_S = 86_400.0
 _BRACKETED_NUMBER = re.compile(r"\s*\([+-]?\d+(?:\.\d+)?%?\)")
 _NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
 
 SELECT_SQL = """
 SELECT rc.case_id, rc.decision_id, rc.role_id, rc.symbol, rc.scenario, rc.outcome_class,
-       rc.lesson, d.direction, d.decided_at, pos.opened_at, pos.settled_at, rl.policy,
+       rc.lesson, d.direction, d.decided_at, CAST(d.evidence AS TEXT) AS evidence,
+       pos.opened_at, pos.settled_at, rl.policy,
+       MAX(CASE WHEN c.name = 'signal_at_decision' AND NOT c.missing THEN c.value END)
+           AS signal,
        MAX(CASE WHEN c.name = 'raw_return' AND NOT c.missing THEN c.value END) AS raw_return,
        MAX(CASE WHEN c.name = 'excess_vs_benchmark' AND NOT c.missing THEN c.value END)
            AS excess,
@@ -69,12 +77,15 @@ LEFT JOIN (SELECT decision_id, policy,
 WHERE rc.role_id = '{role}' AND rc.state = 'reflected' AND l.case_id = rc.case_id
   AND NOT EXISTS (SELECT 1 FROM episodes e WHERE e.case_id = rc.case_id)
 GROUP BY rc.case_id, rc.decision_id, rc.role_id, rc.symbol, rc.scenario, rc.outcome_class,
-         rc.lesson, d.direction, d.decided_at, pos.opened_at, pos.settled_at, rl.policy
+         rc.lesson, d.direction, d.decided_at, CAST(d.evidence AS TEXT), pos.opened_at,
+         pos.settled_at, rl.policy
 ORDER BY d.decided_at, rc.case_id
 LIMIT {limit}
 """
 
-FLOATS = ("raw_return", "excess", "risk_adjusted", "hit", "vol")
+FLOATS = ("raw_return", "excess", "risk_adjusted", "hit", "vol", "signal")
+MIN_SIGNAL = 0.1
+"""A signal closer to zero is neutral: going against it contradicts nothing (as reflection)."""
 MEASURED_OF = 4
 
 
@@ -102,6 +113,58 @@ def select_unrecorded(
         *[parse_utc(pl.col(c)).alias(c) for c in ("decided_at", "opened_at", "settled_at")],
         *[pl.col(c).cast(pl.Float64) for c in FLOATS],
         pl.col("measured").cast(pl.Int64),
+    )
+
+
+def evidence_ages(frame: pl.DataFrame, key: str) -> pl.DataFrame:
+    """One row per evidence item of each decision: `key`, `kind`, `age` in days.
+
+    `frame` holds `key`, `decided_at` and `evidence` (the record's JSON list of
+    `{kind, as_of}`); a negative age is an item dated after the decision.
+    """
+    item = pl.Struct({"kind": pl.String, "as_of": pl.String})
+    return (
+        frame.select(key, "decided_at", pl.col("evidence").str.json_decode(pl.List(item)))
+        .explode("evidence")
+        .drop_nulls("evidence")
+        .unnest("evidence")
+        .select(
+            key,
+            "kind",
+            ((pl.col("decided_at") - parse_utc(pl.col("as_of"))).dt.total_seconds() / _DAY_S).alias(
+                "age"
+            ),
+        )
+    )
+
+
+def missing_kinds(cases: pl.DataFrame, registry: RoleRegistry) -> pl.DataFrame:
+    """`case_id` and `missing`: `missing:<kind>` per required kind absent or too old.
+
+    An item counts when it is dated at or before the decision and no older than the
+    role's `max_age_days`; an item dated after the decision is look-ahead, not evidence.
+    """
+    required = pl.DataFrame(
+        [
+            (rid, e.kind, e.max_age_days)
+            for rid, r in registry.roles.items()
+            for e in r.policy.required_evidence
+        ],
+        schema={"role_id": pl.String, "kind": pl.String, "max_age": pl.Float64},
+        orient="row",
+    )
+    fresh = (
+        evidence_ages(cases, "case_id")
+        .group_by("case_id", "kind")
+        .agg(pl.col("age").filter(pl.col("age") >= 0).min())
+    )
+    return (
+        cases.select("case_id", "role_id")
+        .join(required, on="role_id")
+        .join(fresh, on=["case_id", "kind"], how="left")
+        .filter(pl.col("age").is_null() | (pl.col("age") > pl.col("max_age")))
+        .group_by("case_id")
+        .agg(pl.format("missing:{}", "kind").sort().alias("missing"))
     )
 
 
@@ -148,8 +211,14 @@ def episode_frame(cases: pl.DataFrame, registry: RoleRegistry) -> pl.DataFrame:
         pl.col("symbol"),
         pl.col("outcome_class"),
     )
+    side = pl.when(pl.col("direction") == "short").then(-1.0).otherwise(1.0)
+    against = (pl.col("signal").abs() >= MIN_SIGNAL) & (pl.col("signal") * side < 0)
+    cases = cases.join(missing_kinds(cases, registry), on="case_id", how="left")
     tags = pl.concat_list(
         pl.format("class:{}", pl.col("outcome_class")),
+        pl.format("direction:{}", pl.col("direction")),
+        pl.when(against.fill_null(False)).then(pl.lit("against:signal")),
+        pl.col("missing").fill_null(pl.lit([], dtype=pl.List(pl.String))),
         pl.format("symbol:{}", pl.col("symbol")),
         pl.when(pl.col("scenario").is_not_null()).then(pl.format("scenario:{}", "scenario")),
         pl.when(lesson.is_not_null()).then(pl.format("pattern:{}", key)),

@@ -3,13 +3,15 @@
 * `generate_candidates` clusters the reflected `trade_decision` episodes known at the
   cycle's clock by lesson (`reflexmem.reflex.clusters`), separates fixed conditions
   from variable arguments and registers L0, L1 and L2 candidates for every lesson not
-  generalised yet (`reflexmem.reflex.candidates`). The memory's procedural rules enter
-  here: every active or candidate rule of a role namespace becomes a candidate, with the
-  episodes it was promoted from as its source experiences. Each version's sources are
-  written to `skill_sources` in the registration's transaction, and every form of one
-  lesson is registered in one transaction: a lesson is generated once (a rerun skips
-  any lesson with a version), so a crash must never leave it half registered. Versions
-  a crash left unlinked to the tracking store are linked first (found by their tags).
+  generalised yet (`reflexmem.reflex.candidates`). The memory's procedural rules do not
+  enter here: they are tested on outcomes of conditions, not restated lessons
+  (`reflexmem.memory.outcome_rules`), and no label a skill could be evaluated against
+  describes them; turning a confirmed rule into a check is a seam left open. Each
+  version's sources are written to `skill_sources` in the registration's transaction,
+  and every form of one lesson is registered in one transaction: a lesson is generated
+  once (a rerun skips any lesson with a version), so a crash must never leave it half
+  registered. Versions a crash left unlinked to the tracking store are linked first
+  (found by their tags).
 * `check_decisions` routes every decision made since the last run through the usable
   trading checks (`reflexmem.reflex.gate`): a limited check only inside its sticky
   rollout, an active one everywhere; each judgement is one episode. Decisions are
@@ -21,7 +23,7 @@ Both are idempotent by their own selection. Lifecycle moves and audits are in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import polars as pl
@@ -37,7 +39,6 @@ from reflexmem.reflex.cycle_ledger import (
     generated_clusters,
     last_through,
     load_views,
-    procedural_rules,
     record_check,
     write_sources,
 )
@@ -71,7 +72,6 @@ class GenerationReport:
     as_of: datetime | None
     episodes: int = 0
     clusters: int = 0
-    from_rules: int = 0
     registered: tuple[str, ...] = ()
     skipped: dict[str, str] = field(default_factory=dict)
 
@@ -88,41 +88,22 @@ class CheckReport:
     by_skill: dict[str, int] = field(default_factory=dict)
 
 
-def _cluster_rows(
-    judged: pl.DataFrame, rules: pl.DataFrame, role_id: str, pattern: str
-) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, str]]:
-    """The role's fit split, plus the episodes a memory rule was promoted from (if any)."""
-    fit = judged.filter((pl.col("split") == "fit") & (pl.col("role_id") == role_id))
-    rule = rules.filter((pl.col("role_id") == role_id) & (pl.col("pattern") == pattern))
-    if rule.height == 0:
-        return fit, fit.head(0), {}
-    newest = rule.sort("created_episode").row(-1, named=True)
-    sources = judged.filter(
-        (pl.col("role_id") == role_id)
-        & (pl.col("pattern") == pattern)
-        & (pl.col("episode_index") <= int(newest["created_episode"]))
-    )
-    info = {"rule": str(newest["entry_id"]), "rule_state": str(newest["state"])}
-    return fit, sources, info
-
-
 def generate_candidates(
     res: Resources, as_of: datetime | None = None, min_members: int = MIN_CLUSTER
 ) -> GenerationReport:
-    """Register L0/L1/L2 candidates for every lesson (or memory rule) not generalised yet."""
+    """Register L0/L1/L2 candidates for every lesson not generalised yet."""
     now = clock(res, as_of)
     if now is None:
         return GenerationReport(as_of=None)
     registry = res.registry
     with res.engine.connect() as conn:
         episodes = read_episodes(conn, registry, through=now)
-        rules = procedural_rules(conn)
         views = load_views(conn)
     judged = judged_frame(episodes, registry).with_columns(episodes["episode_index"])
     fit = judged.filter(pl.col("split") == "fit")
-    frequent = find_patterns(fit, min_members=min_members).select("role_id", "pattern")
     wanted = (
-        pl.concat([frequent, rules.select("role_id", "pattern")])
+        find_patterns(fit, min_members=min_members)
+        .select("role_id", "pattern")
         .unique()
         .sort("role_id", "pattern")
     )
@@ -131,14 +112,11 @@ def generate_candidates(
     taken = {v.spec.skill_id.rsplit("_", 1)[0] for v in views}
     registered: list[str] = []
     skipped: dict[str, str] = {}
-    n_rules = 0
     for role_id, pattern in wanted.iter_rows():
         if (f"role:{role_id}", pattern) in done or role_id not in registry:
             continue
-        fit_rows, rule_rows, rule = _cluster_rows(judged, rules, role_id, pattern)
-        rows = pl.concat([fit_rows, rule_rows]).unique(
-            "episode_id", keep="first", maintain_order=True
-        )
+        fit_rows = fit.filter(pl.col("role_id") == role_id)
+        rows = fit_rows
         members = rows.filter(pl.col("pattern") == pattern)
         if members.height == 0:
             skipped[f"{role_id}/{pattern}"] = "no episode of this lesson is known yet"
@@ -147,14 +125,6 @@ def generate_candidates(
         cluster = describe(
             registry, rows, role_id, pattern, gist=str(gist), outcome_class=str(outcome_class)
         )
-        if rule:
-            n_rules += 1
-            cluster = replace(
-                cluster,
-                rule=str(rule["rule"]),
-                rule_state=str(rule["rule_state"]),
-                rule_sources=tuple(rule_rows["episode_id"].to_list()),
-            )
         files = candidate_files(cluster, fit_rows, registry, now=now, taken=taken)
         if not files:
             skipped[f"{role_id}/{pattern}"] = "no form of the lesson is supported by the fit split"
@@ -175,7 +145,6 @@ def generate_candidates(
         as_of=now,
         episodes=judged.height,
         clusters=wanted.height,
-        from_rules=n_rules,
         registered=tuple(registered),
         skipped=skipped,
     )

@@ -92,7 +92,6 @@ def _common(
     sources: Sequence[str],
 ) -> dict[str, Any]:
     trigger = [{"field": "role_id", "equals": cluster.role_id}]
-    kind = "procedural_rule" if cluster.rule else "episode_cluster"
     return {
         "skill_id": skill_id,
         "version": 1,
@@ -101,13 +100,13 @@ def _common(
         "source_experiences": sorted(set(sources)),
         "state": "candidate",
         "provenance": {
-            "kind": kind,
+            "kind": "episode_cluster",
             "namespace": cluster.namespace,
             "pattern": cluster.pattern,
             "outcome_class": cluster.outcome_class,
             "lesson": cluster.gist,
-            "rule": cluster.rule,
-            "rule_state": cluster.rule_state,
+            "rule": None,
+            "rule_state": None,
             "generated_at": now.isoformat(),
             "split_salt": SPLIT_SALT,
             "fit_members": cluster.members,
@@ -239,7 +238,7 @@ def candidate_files(
     `decided_at` (text) and `summary`.
     """
     base = stem(cluster, taken)
-    sources = [*cluster.source_episodes, *cluster.rule_sources]
+    sources = list(cluster.source_episodes)
     out: list[dict[str, Any]] = []
     floor = quality_floor(cluster.base_rate)
     if cluster.conjunction and rule_accuracy(cluster) >= floor:
@@ -248,7 +247,7 @@ def candidate_files(
         spec["decision"]["confidence_floor"] = 1.0
         out.append(spec)
     separating = [a for a in cluster.fixed if a.contrast_rate < a.cluster_rate][:MAX_FEATURES]
-    if separating or cluster.rule:
+    if separating:
         feats = separating or list(cluster.fixed[:1])
         if feats:
             spec = _common(cluster, base + SUFFIX["L1"], "L1", registry, now, sources)

@@ -20,7 +20,7 @@ with polars over the whole split; no row is visited in Python.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -33,7 +33,7 @@ MIN_CLUSTER = 10
 """Members a lesson needs in the fit split before it is generalised (fewer: an anecdote).
 
 Ten, like the memory's distillation window: below it a share of 100 % is too easily
-an accident. Procedural rules of the memory enter whatever their fit-split count."""
+an accident."""
 CATEGORICAL = ("direction", "scenario", "account", "symbol")
 ARGUMENTS = ("account", "symbol", "direction")
 
@@ -64,9 +64,6 @@ class Cluster:
     precision: float
     recall: float
     source_episodes: tuple[str, ...]
-    rule: str | None = None
-    rule_state: str | None = None
-    rule_sources: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def namespace(self) -> str:

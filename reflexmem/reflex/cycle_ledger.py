@@ -1,6 +1,6 @@
 """Ledger reads and writes of the skill learning cycle.
 
-Versions with the times of their moves, the memory's procedural rules, the sources of
+Versions with the times of their moves, the sources of
 generated versions, the checks the cycle made and the clock of the pre-decision checks.
 Each function takes the caller's connection and joins its transaction.
 """
@@ -15,7 +15,7 @@ from typing import Any, cast
 import polars as pl
 import sqlalchemy as sa
 
-from reflexmem.ledger.bulk import bulk_insert, read_frame
+from reflexmem.ledger.bulk import bulk_insert
 from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.ledger.skill_cycle_models import CheckKind, SkillCheck, SkillSource
 from reflexmem.ledger.sqlio import to_utc
@@ -26,13 +26,6 @@ from reflexmem.reflex.versions import TRANSITIONS, VERSIONS
 
 CHECKS = cast(sa.Table, SkillCheck.__table__)
 SOURCES = cast(sa.Table, SkillSource.__table__)
-
-_RULES_SQL = """
-SELECT entry_id, namespace, state, CAST(tags AS TEXT) AS tags, created_episode
-FROM memory_entries
-WHERE tier = 'procedural' AND state IN ('active', 'candidate') AND namespace LIKE 'role:%'
-ORDER BY namespace, entry_id
-"""
 
 
 def load_views(conn: sa.Connection, task_family: str = TRADE_FAMILY) -> list[VersionView]:
@@ -90,25 +83,6 @@ def load_views(conn: sa.Connection, task_family: str = TRADE_FAMILY) -> list[Ver
             )
         )
     return views
-
-
-def procedural_rules(conn: sa.Connection) -> pl.DataFrame:
-    """Active and candidate procedural rules of role namespaces, with their pattern tag."""
-    raw = read_frame(conn, _RULES_SQL)
-    if raw.height == 0:
-        schema = dict.fromkeys(
-            ("entry_id", "namespace", "state", "pattern", "role_id"), pl.String
-        ) | {"created_episode": pl.Int64}
-        return pl.DataFrame(schema=schema)
-    tags = pl.col("tags").str.json_decode(pl.List(pl.String))
-    return raw.select(
-        "entry_id",
-        "namespace",
-        "state",
-        tags.list.first().alias("pattern"),
-        pl.col("namespace").str.strip_prefix("role:").alias("role_id"),
-        pl.col("created_episode").cast(pl.Int64),
-    ).filter(pl.col("pattern").str.starts_with("pattern:"))
 
 
 def write_sources(conn: sa.Connection, skill_id: str, version: int, sources: pl.DataFrame) -> int:

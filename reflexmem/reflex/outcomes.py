@@ -32,10 +32,9 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-import numpy as np
 import polars as pl
-from scipy import stats
 
+from reflexmem.memory.contrast import welch
 from reflexmem.reflex.evidence import VersionView, in_scope
 from reflexmem.reflex.shadow import live_choices
 from reflexmem.reflex.skills import SkillSpec
@@ -46,8 +45,6 @@ RETURN = "realized_return"
 STOPPED = "stopped"
 CONFIDENCE = 0.95
 METHOD = "welch_t"
-MIN_SIDE = 2
-"""Decisions each side needs for a variance, hence an interval."""
 
 
 @dataclass(frozen=True)
@@ -115,15 +112,7 @@ def outcome_effects(
     mean_h = wide["mean_h"].to_numpy().astype(float)
     var_p = wide["var_p"].to_numpy().astype(float)
     var_h = wide["var_h"].to_numpy().astype(float)
-    ok = (n_p >= MIN_SIDE) & (n_h >= MIN_SIDE)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.where(ok, var_p / n_p, np.nan)
-        b = np.where(ok, var_h / n_h, np.nan)
-        se = np.sqrt(a + b)
-        df = (a + b) ** 2 / (a**2 / (n_p - 1) + b**2 / (n_h - 1))
-        diff = np.where(ok, mean_p - mean_h, np.nan)
-        t = stats.t.ppf(0.5 + confidence / 2.0, np.where(se > 0, df, 1.0))
-        half = np.where(se > 0, t * se, 0.0)
+    diff, low, high, _, _ = welch(n_p, mean_p, var_p, n_h, mean_h, var_h, confidence)
     out: dict[Any, OutcomeEffect] = {}
     for i, key in enumerate(wide[by].to_list()):
         effect = _none_if_nan(diff[i])
@@ -135,8 +124,8 @@ def outcome_effects(
             loss_rate_passed=_none_if_nan(wide["loss_p"][i]) if n_p[i] else None,
             loss_rate_held=_none_if_nan(wide["loss_h"][i]) if n_h[i] else None,
             effect=effect,
-            ci_low=None if effect is None else _none_if_nan(diff[i] - half[i]),
-            ci_high=None if effect is None else _none_if_nan(diff[i] + half[i]),
+            ci_low=None if effect is None else _none_if_nan(low[i]),
+            ci_high=None if effect is None else _none_if_nan(high[i]),
         )
     return out
 

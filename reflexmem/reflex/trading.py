@@ -31,7 +31,7 @@ import sqlalchemy as sa
 from reflexmem.ledger.bulk_read import read_frame
 from reflexmem.ledger.sqlio import UTC_US, parse_utc, to_utc
 from reflexmem.maturation.settlement import OWN_POSITION_JOINS
-from reflexmem.memory.role_stream import lesson_gist, lesson_key
+from reflexmem.memory.role_stream import evidence_ages, lesson_gist, lesson_key
 from reflexmem.reflex.conditions import ROW
 from reflexmem.reflex.rollout import rollout_buckets
 from reflexmem.registry import RoleRegistry
@@ -44,7 +44,6 @@ SPLITS = (("fit", 0.4), ("evaluation", 0.7), ("replay", 1.0))
 """Upper bucket bound of each split, in order."""
 TEXT_FIELDS = ("role_id", "account", "symbol", "direction", "scenario", "decided_at", "summary")
 ID_COLUMNS = ("decision_id", "role_id", "account", "symbol", "decided_at")
-_DAY_S = 86_400.0
 
 _EPISODES_SQL = """
 SELECT ep.episode_id, ep.case_id, ep.decision_id, ep.episode_index, d.role_id, d.account,
@@ -101,21 +100,11 @@ def age_field(kind: str) -> str:
 
 def _ages(raw: pl.DataFrame, kinds: Sequence[str]) -> pl.DataFrame:
     """`decision_id` plus one age column per kind (freshest item; negative = after)."""
-    item = pl.Struct({"kind": pl.String, "as_of": pl.String})
     items = (
-        raw.select("decision_id", "decided_at", pl.col("evidence").str.json_decode(pl.List(item)))
-        .explode("evidence")
-        .drop_nulls("evidence")
-        .unnest("evidence")
+        evidence_ages(raw, "decision_id")
         .filter(pl.col("kind").is_in(list(kinds)))
-        .with_columns(parse_utc(pl.col("as_of")).alias("as_of"))
         .group_by("decision_id", "kind")
-        .agg(
-            ((pl.col("decided_at") - pl.col("as_of")).dt.total_seconds() / _DAY_S)
-            .min()
-            .round(3)
-            .alias("age")
-        )
+        .agg(pl.col("age").min().round(3))
     )
     wide = pl.DataFrame(
         {"decision_id": raw["decision_id"].unique()}, schema={"decision_id": pl.String}

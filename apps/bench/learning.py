@@ -1,0 +1,255 @@
+"""`reflexmem bench learning`: does the production memory learn what is true, and only that.
+
+For every seed it generates streams of N decisions of one role on real daily bars
+(`learning_streams.py`): a **null** stream (nothing to learn) and, for each effect size,
+a **planted** stream (one condition truly costs its carriers that many standard
+deviations of realized return). Each stream is learned exactly as the cycle learns it:
+`role_stream.episode_frame` makes the episodes, `memory.cycle.settle_episode` records
+them under the role schedule (`ROLE_SCHEDULE`), whose distillation forms, confirms and
+retires outcome-tested rules (`memory.outcome_rules`). Nothing here re-implements a rule.
+
+Reported:
+
+* **null**: active rules at the end of each stream (every one a false discovery); the
+  share of streams with any (the family-wise error the rules' alpha-spending bounds).
+* **planted**: power (share of seeds whose planted condition became an active
+  "avoid" rule), other rules made active, and the **held-out effect**: the decisions
+  of the last `TEST_SHARE` of the stream in time, which the learner had not seen when
+  the test period began, are checked by the rules active at that moment (hold what an
+  active avoid-rule's condition matches); effect = mean realized return of what
+  proceeds minus that of what is held, with Welch's 95 % interval.
+* **oracle** (the ceiling): the same held-out decisions checked by the planted
+  condition itself.
+* the seconds, and the floor: one plain polars pass computing every condition's
+  contrast over a whole stream (what any learner must at least do, once).
+
+Validation seeds (`--seed-base 0`) are for choosing thresholds; report on another base.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from apps.bench.learning_streams import Bars, Stream, generate
+from reflexmem.ledger.enums import EntryState, Tier
+from reflexmem.memory.contrast import Moments, contrast
+from reflexmem.memory.cycle import EpisodeInput, LearningState, settle_episode
+from reflexmem.memory.entries import MemoryEntry
+from reflexmem.memory.ledger_mirror import role_namespace
+from reflexmem.memory.policies import default_policies
+from reflexmem.memory.role_stream import episode_frame
+from reflexmem.memory.store import InMemoryStore
+from reflexmem.operations.memory import ROLE_SCHEDULE
+from reflexmem.registry import RoleRegistry
+
+TEST_SHARE = 0.3
+EFFECTS = (0.1, 0.25, 0.5, 1.0)
+HEADLINE = 0.5
+
+
+def learn(frame: pl.DataFrame, role_id: str) -> tuple[InMemoryStore, int]:
+    """Record the episodes through the cycle's learning function.
+
+    Returns the rules active when the test period began (a copy) and its first index.
+    """
+    namespace = role_namespace(role_id)
+    store = InMemoryStore()
+    state = LearningState.initial(default_policies())
+    test_start = int(frame.height * (1.0 - TEST_SHARE))
+    snapshot: InMemoryStore | None = None
+    for i, row in enumerate(frame.iter_rows(named=True)):
+        if i == test_start:
+            snapshot = _active_rules(store, namespace)
+        episode = EpisodeInput(
+            text=row["text"],
+            outcome=float(row["outcome"]),
+            quality=float(row["quality"]),
+            tags=tuple(row["tags"]),
+            source_ids=(row["case_id"],),
+            case_id=row["case_id"],
+            decision_id=row["decision_id"],
+        )
+        state, _ = settle_episode(ROLE_SCHEDULE, store, namespace, state, i, episode)
+    assert snapshot is not None
+    return snapshot, test_start
+
+
+def _active_rules(store: InMemoryStore, namespace: str) -> InMemoryStore:
+    """A store holding only the namespace's active rules at this moment (a frozen copy)."""
+    copy = InMemoryStore()
+    for rule in store.entries(namespace, (Tier.PROCEDURAL,), (EntryState.ACTIVE,)):
+        copy.put(rule)
+    return copy
+
+
+def _rules(store: InMemoryStore, role_id: str) -> list[MemoryEntry]:
+    return list(store.entries(role_namespace(role_id), (Tier.PROCEDURAL,)))
+
+
+def _held_effect(held: np.ndarray, ret: np.ndarray) -> dict[str, Any] | None:
+    c = contrast(Moments.of(ret[~held]), Moments.of(ret[held]))
+    if c is None:
+        return None
+    return {
+        "effect": c.effect,
+        "ci_low": c.ci_low,
+        "ci_high": c.ci_high,
+        "n_held": c.n_out,
+        "n_passed": c.n_in,
+    }
+
+
+def judge(stream: Stream, registry: RoleRegistry, role_id: str) -> dict[str, Any]:
+    """Learn one stream; what became active, and the held-out effects of learner and oracle."""
+    started = time.perf_counter()
+    frame = episode_frame(stream.cases, registry)
+    rules_then, test_start = learn(frame, role_id)
+    seconds = time.perf_counter() - started
+    test = frame.slice(test_start)
+    ret = stream.cases["realized_return"].slice(test_start).to_numpy()
+    avoid = [r.tags[0] for r in _rules(rules_then, role_id) if r.stats and r.stats["direction"] < 0]
+    tags = test["tags"].to_list()
+    held = np.array([any(c in t for c in avoid) for t in tags], dtype=bool)
+    out: dict[str, Any] = {
+        "planted": stream.planted,
+        "active_at_test": sorted(r.tags[0] for r in _rules(rules_then, role_id)),
+        "found": stream.planted in avoid,
+        "learner": _held_effect(held, ret) if held.any() else None,
+        "rule": None,
+        "oracle": None,
+        "seconds": seconds,
+    }
+    if stream.planted is not None:
+        oracle = stream.cases["planted"].slice(test_start).to_numpy()
+        out["oracle"] = _held_effect(oracle, ret)
+        if out["found"]:
+            mine = np.array([stream.planted in t for t in tags], dtype=bool)
+            out["rule"] = _held_effect(mine, ret)
+    return out
+
+
+def floor_seconds(stream: Stream, registry: RoleRegistry) -> float:
+    """One plain pass: every condition's mean outcome against the rest, with polars."""
+    started = time.perf_counter()
+    frame = episode_frame(stream.cases, registry)
+    total = frame.select(pl.col("outcome").sum(), pl.len())
+    (
+        frame.select("outcome", "tags")
+        .explode("tags")
+        .group_by("tags")
+        .agg(pl.col("outcome").sum().alias("s"), pl.len().alias("n"))
+        .with_columns(
+            (
+                pl.col("s") / pl.col("n")
+                - (total[0, 0] - pl.col("s")) / (total[0, 1] - pl.col("n"))
+            ).alias("effect")
+        )
+    )
+    return time.perf_counter() - started
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Power, intervals and effects over the seeds of one effect size.
+
+    `rule_*`: the planted condition's own active rule on the held-out decisions (seeds
+    where it was found). `learner_effect_mean`: every active avoid-rule together, as a
+    user would run them, over all seeds (0 where nothing was held). `oracle_*`: the
+    planted condition checked from the start.
+    """
+    n = len(rows)
+    rules = [r["rule"] for r in rows if r["rule"] is not None]
+    learner = [r["learner"]["effect"] if r["learner"] else 0.0 for r in rows]
+    oracle = [r["oracle"]["effect"] for r in rows if r["oracle"] is not None]
+    mean_l, mean_o = _mean(learner), _mean(oracle)
+    return {
+        "seeds": n,
+        "power": sum(1 for r in rows if r["found"]) / n,
+        "rule_ci_excludes_zero": sum(1 for x in rules if x["ci_low"] > 0) / n,
+        "rule_effect_mean": _mean([x["effect"] for x in rules]),
+        "learner_effect_mean": mean_l,
+        "oracle_effect_mean": mean_o,
+        "oracle_ci_excludes_zero": sum(1 for r in rows if r["oracle"] and r["oracle"]["ci_low"] > 0)
+        / n,
+        "learner_over_oracle": None if not (mean_l and mean_o) else mean_l / mean_o,
+        "other_rules_active": sum(len(r["active_at_test"]) - int(r["found"]) for r in rows),
+        "planted_kinds": sorted({str(r["planted"]).split(":")[0] for r in rows}),
+    }
+
+
+def run_bench(
+    bars: Bars,
+    registry: RoleRegistry,
+    *,
+    role_id: str,
+    decisions: int,
+    seeds: int,
+    seed_base: int,
+    effects: Sequence[float] = EFFECTS,
+    horizon: int = 10,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Null and planted streams over ``seeds`` seeds; the summary as one JSON object."""
+    if role_id not in registry.roles:
+        raise ValueError(f"unknown role {role_id!r} (have {sorted(registry.roles)})")
+    if decisions < 200 or seeds < 1:
+        raise ValueError("need at least 200 decisions and one seed")
+    role = registry.roles[role_id]
+    started = time.perf_counter()
+    null_rows: list[dict[str, Any]] = []
+    planted: dict[float, list[dict[str, Any]]] = {e: [] for e in effects}
+    floors: list[float] = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, disable=not progress, transient=True) as bar:
+        task = bar.add_task("streams", total=seeds * (1 + len(effects)))
+        for k in range(seeds):
+            seed = seed_base + k
+            null = generate(bars, role, n=decisions, seed=seed, kind="null", horizon=horizon)
+            null_rows.append(judge(null, registry, role_id))
+            floors.append(floor_seconds(null, registry))
+            bar.advance(task)
+            for effect in effects:
+                stream = generate(
+                    bars,
+                    role,
+                    n=decisions,
+                    seed=seed,
+                    kind="planted",
+                    effect_sd=effect,
+                    horizon=horizon,
+                )
+                planted[effect].append(judge(stream, registry, role_id))
+                bar.advance(task)
+    seconds = time.perf_counter() - started
+    per_stream = [r["seconds"] for r in null_rows]
+    null_active = [len(r["active_at_test"]) for r in null_rows]
+    return {
+        "benchmark": "learning",
+        "role": role_id,
+        "decisions": decisions,
+        "seeds": seeds,
+        "seed_base": seed_base,
+        "horizon_bars": horizon,
+        "symbols": len(bars.symbols),
+        "bars": len(bars.ts),
+        "null": {
+            "streams": seeds,
+            "active_rules_total": int(sum(null_active)),
+            "streams_with_any_active": int(sum(1 for a in null_active if a)),
+            "false_discovery_share": sum(1 for a in null_active if a) / seeds,
+        },
+        "planted": _summary(planted[HEADLINE]) if HEADLINE in planted else None,
+        "power_curve": [{"effect_sd": e, **_summary(rows)} for e, rows in planted.items()],
+        "seconds": seconds,
+        "seconds_per_stream": float(np.mean(per_stream)),
+        "floor_seconds_per_stream": float(np.mean(floors)),
+    }

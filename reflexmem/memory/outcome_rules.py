@@ -1,0 +1,435 @@
+"""Patterns and rules that must earn their place on outcomes they were not learned from.
+
+A **condition** is something an episode carried before its outcome was known (a tag with
+one of :attr:`RuleConfig.prefixes`: a required evidence kind missing, going against the
+role's own signal, the direction, the symbol, the scenario). Outcome-defined tags (the
+reflection class, the lesson) are never conditions: "went against its signal and lost"
+would support "loses" by construction.
+
+Per condition, one **semantic lineage** keeps the carriers' outcome moments,
+cumulatively, window by window (a new version per window that carried it, the previous
+one superseded), together with the contrast against the role's other episodes up to
+that window (:mod:`reflexmem.memory.contrast`). The version is ``active`` (recallable)
+while the contrast passes the screening level, ``candidate`` otherwise.
+
+A **procedural rule** goes through three steps:
+
+1. *formed*: the lineage's contrast passes screening (two-sided p below
+   ``screen_p`` with at least ``min_support`` episodes on each side). The rule is a
+   ``candidate``: recall ignores it.
+2. *confirmed or rejected, once*: when ``confirm_support`` carriers (and as many
+   others) have arrived **after** the rule was formed, their contrast is tested
+   one-sided in the rule's direction; the episodes that formed the rule never take
+   part. The k-th such test of a namespace is held to level ``q * 6 / (pi^2 k^2)``
+   (:func:`reflexmem.memory.contrast.spent_alpha`): the levels sum to ``q``, so the
+   chance that *any* confirmed rule of the namespace is false is at most ``q`` under
+   any dependence between tests (family-wise control, which implies FDR <= q). Why
+   this and not Benjamini-Hochberg over all tests so far: windows arrive in sequence
+   and a decision, once taken, is not revisited, which BH re-run on a growing set
+   does not respect (its FWER under a null stream grows like q times the harmonic
+   number of the tests); an online procedure does. Alpha-spending over
+   LORD/alpha-investing: a role forms only a few candidates (screening is strict),
+   and for a short sequence spending gives the first tests the most power. Why the
+   screening looks do not count: they only choose *which* hypotheses to test; the
+   tested data are new, so the confirmatory p-values are valid. A condition whose
+   test fails is ``retired`` for good: re-testing it would spend the budget again.
+3. *kept honest*: an active rule counts every later carrier as helpful (its outcome
+   went the rule's way relative to the rest's mean at confirmation) or harmful, and is
+   ``retired`` when the carriers since confirmation contradict it (one-sided p below
+   ``retire_p`` in the opposite direction, with ``confirm_support`` carriers).
+
+"Later" figures are differences of the lineage's cumulative moments from a snapshot the
+rule keeps (``base``, taken when it was formed and again when it was confirmed), so no
+step re-reads old episodes: a window costs its own episodes, and the per-tier cap that
+evicts old episodes cannot starve a confirmation. The rest's moments grow, at each
+version, by the episodes between versions the tier still holds; for a condition absent
+for longer than the tier keeps, some of its rest is lost (never its carriers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from reflexmem.ledger.enums import EntryState, Tier
+from reflexmem.memory.contrast import Contrast, Moments, contrast, spent_alpha
+from reflexmem.memory.entries import MemoryEntry
+from reflexmem.memory.store import MemoryStore
+
+
+@dataclass(frozen=True)
+class RuleConfig:
+    """Which tags are conditions, and the thresholds of patterns and rules (one place).
+
+    ``min_support`` 10 (fewer episodes on a side give no usable variance),
+    ``screen_p`` 0.01 (a condition is looked at every window, so screening is strict
+    enough that a null condition is rarely formed at all), ``confirm_support`` 60
+    later carriers (half a standard deviation is then found about four times in five
+    at the first test's level), ``q`` 0.05 (the error rate of active rules),
+    ``retire_p`` 0.05.
+    """
+
+    prefixes: tuple[str, ...] = (
+        "missing:",
+        "against:",
+        "direction:",
+        "symbol:",
+        "scenario:",
+        "regime:",
+    )
+    min_support: int = 10
+    screen_p: float = 0.01
+    confirm_support: int = 60
+    q: float = 0.05
+    retire_p: float = 0.05
+
+    def is_condition(self, tag: str) -> bool:
+        """Whether the tag was known before the outcome (and so may be a condition)."""
+        return tag.startswith(self.prefixes)
+
+
+@dataclass
+class RulesOutcome:
+    """What one window did to the condition lineages and rules of a namespace."""
+
+    written: list[str] = field(default_factory=list)
+    promoted: list[str] = field(default_factory=list)
+    confirmed: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def describe(condition: str) -> str:
+    """A condition tag in words."""
+    kind, _, value = condition.partition(":")
+    return {
+        "missing": f"required evidence '{value}' missing or stale",
+        "against": "the decision went against the role's own signal",
+        "direction": f"{value} decisions",
+        "symbol": f"decisions on {value}",
+        "scenario": f"scenario {value}",
+        "regime": f"regime {value}",
+    }.get(kind, condition)
+
+
+def _newest(
+    store: MemoryStore,
+    namespace: str,
+    tier: Tier,
+    prefixes: tuple[str, ...],
+    states: Sequence[EntryState] | None = None,
+) -> dict[str, MemoryEntry]:
+    out: dict[str, MemoryEntry] = {}
+    for entry in store.entries(namespace, (tier,), states):
+        tag = entry.tags[0] if entry.tags else ""
+        if entry.state is EntryState.SUPERSEDED or not tag.startswith(prefixes):
+            continue
+        if tag not in out or entry.created_episode >= out[tag].created_episode:
+            out[tag] = entry
+    return out
+
+
+def _moments(episodes: Sequence[MemoryEntry], condition: str | None = None) -> Moments:
+    return Moments.of(
+        e.outcome
+        for e in episodes
+        if e.outcome is not None and (condition is None or condition in e.tags)
+    )
+
+
+def _pattern(
+    namespace: str,
+    condition: str,
+    carriers: Moments,
+    rest: Moments,
+    prev: MemoryEntry | None,
+    sources: tuple[str, ...],
+    end: int,
+    cfg: RuleConfig,
+) -> MemoryEntry:
+    c = contrast(carriers, rest)
+    screened = (
+        c is not None and min(c.n_in, c.n_out) >= cfg.min_support and c.p_value < cfg.screen_p
+    )
+    if c is None:
+        text = f"{_sentence(describe(condition))}: {carriers.n} episode(s), too few to compare."
+    else:
+        text = (
+            f"{_sentence(describe(condition))}: mean outcome {c.mean_in:+.2f} over "
+            f"{c.n_in} episodes against {c.mean_out:+.2f} over the role's other {c.n_out} "
+            f"(difference {c.effect:+.2f}, 95% CI {c.ci_low:+.2f} to {c.ci_high:+.2f}, "
+            f"p={c.p_value:.3g}; loss rate {c.loss_in:.0%} vs {c.loss_out:.0%})."
+        )
+    return MemoryEntry(
+        id=f"sem:{namespace}:{condition}@{end}",
+        namespace=namespace,
+        tier=Tier.SEMANTIC,
+        text=text,
+        tags=(condition,),
+        quality=1.0,
+        created_episode=end - 1,
+        source_ids=sources + ((prev.id,) if prev else ()),
+        state=EntryState.ACTIVE if screened else EntryState.CANDIDATE,
+        support=carriers.n,
+        confidence=1.0 - (c.p_value if c else 1.0),
+        outcome=max(-1.0, min(1.0, carriers.mean or 0.0)),
+        wins=carriers.n - carriers.losses if carriers.n else 0,
+        losses=carriers.losses,
+        stats={
+            "carriers": carriers.as_json(),
+            "rest": rest.as_json(),
+            "contrast": c.as_json() if c else None,
+        },
+    )
+
+
+def _rule(
+    pattern: MemoryEntry, state: EntryState, suffix: str, stats: Mapping[str, Any], *sources: str
+) -> MemoryEntry:
+    condition = pattern.tags[0]
+    direction = int(stats["direction"])
+    advice = "favour it" if direction > 0 else "avoid it or size down"
+    formed = stats["formed"]
+    confirm = stats.get("confirm")
+    proof = (
+        f"confirmed on later episodes: {confirm['effect']:+.2f} "
+        f"(95% CI {confirm['ci_low']:+.2f} to {confirm['ci_high']:+.2f}, "
+        f"{confirm['n_in']} vs {confirm['n_out']}, one-sided p={confirm['p_value']:.3g} "
+        f"at level {confirm['alpha']:.3g})"
+        if confirm
+        else "awaiting confirmation on later episodes"
+    )
+    counts = (
+        f"; since then {stats['helpful']} helpful, {stats['harmful']} harmful"
+        if "helpful" in stats
+        else ""
+    )
+    turned = stats.get("turned")
+    if turned:
+        counts += (
+            f"; retired: since confirmation {turned['effect']:+.2f} "
+            f"(p={turned['p_value']:.3g} the other way)"
+        )
+    text = (
+        f"Rule: when {describe(condition)}, outcomes were "
+        f"{'better' if direction > 0 else 'worse'} than the role's others by "
+        f"{abs(formed['effect']):.2f} where it was formed ({formed['n_in']} vs "
+        f"{formed['n_out']}); {proof}{counts}: {advice}."
+    )
+    return MemoryEntry(
+        id=f"proc:{pattern.namespace}:{condition}{suffix}",
+        namespace=pattern.namespace,
+        tier=Tier.PROCEDURAL,
+        text=text,
+        tags=(condition, f"polarity:{'positive' if direction > 0 else 'negative'}"),
+        quality=pattern.quality,
+        created_episode=pattern.created_episode,
+        source_ids=(pattern.id, *sources),
+        state=state,
+        support=pattern.support,
+        confidence=pattern.confidence,
+        outcome=pattern.outcome,
+        wins=int(stats.get("helpful", 0)),
+        losses=int(stats.get("harmful", 0)),
+        stats=dict(stats),
+    )
+
+
+def _tests_so_far(rules: Mapping[str, MemoryEntry]) -> int:
+    """Confirmatory tests the namespace has run: the highest test number a rule carries.
+
+    The highest, not a count, so that a judged rule evicted from a full tier does not
+    hand its share of the error budget back.
+    """
+    numbers = [
+        int(r.stats["confirm"].get("test", 1))
+        for r in rules.values()
+        if r.stats and r.stats.get("confirm")
+    ]
+    return max(numbers, default=0)
+
+
+def _base(pattern: MemoryEntry) -> dict[str, Any]:
+    """The lineage's cumulative moments now: later figures are differences from these."""
+    stats = pattern.stats or {}
+    return {"carriers": stats["carriers"], "rest": stats["rest"]}
+
+
+class _Window:
+    """One namespace's window: the episodes so far, the lineages and rules to extend."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        namespace: str,
+        episodes: Sequence[MemoryEntry],
+        start: int,
+        end: int,
+        cfg: RuleConfig,
+    ) -> None:
+        self.store = store
+        self.namespace = namespace
+        self.start, self.end = start, end
+        self.cfg = cfg
+        self.episodes = [e for e in episodes if e.outcome is not None and e.created_episode < end]
+        self.out = RulesOutcome()
+        order = np.array([e.created_episode for e in self.episodes], dtype=np.int64)
+        s = np.array([e.outcome for e in self.episodes], dtype=float)
+        sort = np.argsort(order, kind="stable")
+        self._index, s = order[sort], s[sort]
+        zero = np.zeros(1)
+        self._cum = [
+            np.concatenate([zero, np.cumsum(v)]) for v in (np.ones_like(s), s, s * s, s < 0)
+        ]
+
+    def span(self, first: int, end: int) -> Moments:
+        """Moments of every episode with index in [first, end), from prefix sums."""
+        a, b = np.searchsorted(self._index, [first, end])
+        n, total, squares, losses = (float(c[b] - c[a]) for c in self._cum)
+        return Moments(int(n), total, squares, int(losses))
+
+    def put(self, entry: MemoryEntry, into: list[str]) -> bool:
+        result = self.store.put(entry)
+        if result.stored:
+            into.append(entry.id)
+        else:
+            self.out.refused.append((entry.id, result.reason or "refused"))
+        return result.stored
+
+    def run(self) -> RulesOutcome:
+        cfg = self.cfg
+        current = [e for e in self.episodes if e.created_episode >= self.start]
+        conditions = sorted({t for e in current for t in e.tags if cfg.is_condition(t)})
+        lineages = _newest(
+            self.store,
+            self.namespace,
+            Tier.SEMANTIC,
+            cfg.prefixes,
+            (EntryState.ACTIVE, EntryState.CANDIDATE),
+        )
+        rules = _newest(self.store, self.namespace, Tier.PROCEDURAL, cfg.prefixes)
+        for condition in conditions:
+            prev = lineages.get(condition)
+            here = _moments(current, condition)
+            # The lineage's rest grows by every episode since its last version that did
+            # not carry it (windows in between carried none of it, by construction).
+            since = prev.created_episode + 1 if prev is not None else self.start
+            old = prev.stats if prev is not None and prev.stats else {}
+            carriers = here + Moments.from_json(old.get("carriers"))
+            rest = self.span(since, self.end) - here + Moments.from_json(old.get("rest"))
+            sources = tuple(  # the cases themselves, as lesson lineages cite them
+                dict.fromkeys(
+                    src for e in current if condition in e.tags for src in (e.source_ids or (e.id,))
+                )
+            )
+            pattern = _pattern(
+                self.namespace,
+                condition,
+                carriers,
+                rest,
+                prev,
+                sources,
+                self.end,
+                cfg,
+            )
+            if not self.put(pattern, self.out.written):
+                continue
+            if prev is not None:
+                done = (
+                    EntryState.SUPERSEDED if prev.state is EntryState.ACTIVE else EntryState.RETIRED
+                )
+                self.store.set_state(prev.id, done)
+            lineages[condition] = pattern
+            self._step(pattern, rules)
+        return self.out
+
+    def _step(self, pattern: MemoryEntry, rules: dict[str, MemoryEntry]) -> None:
+        condition = pattern.tags[0]
+        rule = rules.get(condition)
+        if rule is None:
+            if pattern.state is EntryState.ACTIVE and pattern.stats and pattern.stats["contrast"]:
+                formed = pattern.stats["contrast"]
+                stats = {
+                    "direction": 1 if formed["effect"] > 0 else -1,
+                    "formed": formed,
+                    "base": _base(pattern),
+                }
+                candidate = _rule(pattern, EntryState.CANDIDATE, "", stats)
+                if self.put(candidate, self.out.promoted):
+                    rules[condition] = candidate
+            return
+        if rule.state is EntryState.CANDIDATE:
+            self._confirm(pattern, rule, rules)
+        elif rule.state is EntryState.ACTIVE:
+            self._follow(pattern, rule, rules)
+
+    def _since(
+        self, pattern: MemoryEntry, stats: Mapping[str, Any], direction: int
+    ) -> Contrast | None:
+        """The contrast of the episodes after ``stats["base"]`` was taken, or None (too few)."""
+        now, base = pattern.stats or {}, stats["base"]
+        carriers = Moments.from_json(now["carriers"]) - Moments.from_json(base["carriers"])
+        rest = Moments.from_json(now["rest"]) - Moments.from_json(base["rest"])
+        if min(carriers.n, rest.n) < self.cfg.confirm_support:
+            return None
+        return contrast(carriers, rest, direction=direction)
+
+    def _confirm(
+        self, pattern: MemoryEntry, rule: MemoryEntry, rules: dict[str, MemoryEntry]
+    ) -> None:
+        stats = dict(rule.stats or {})
+        test = self._since(pattern, stats, int(stats["direction"]))
+        if test is None:
+            return
+        k = _tests_so_far(rules) + 1
+        stats["confirm"] = test.as_json() | {"test": k, "alpha": spent_alpha(k, self.cfg.q)}
+        confirmed = test.p_value <= stats["confirm"]["alpha"]
+        if confirmed:
+            stats |= {"helpful": 0, "harmful": 0, "base": _base(pattern)}
+        state = EntryState.ACTIVE if confirmed else EntryState.RETIRED
+        judged = _rule(pattern, state, f"@{self.end}", stats, rule.id)
+        if self.put(judged, self.out.confirmed if confirmed else self.out.rejected):
+            self.store.set_state(rule.id, EntryState.SUPERSEDED)
+            rules[pattern.tags[0]] = judged
+
+    def _follow(
+        self, pattern: MemoryEntry, rule: MemoryEntry, rules: dict[str, MemoryEntry]
+    ) -> None:
+        stats = dict(rule.stats or {})
+        condition, direction = pattern.tags[0], int(stats["direction"])
+        reference = float(stats["confirm"]["mean_out"])
+        window = [
+            e for e in self.episodes if e.created_episode >= self.start and condition in e.tags
+        ]
+        helpful = sum(1 for e in window if direction * ((e.outcome or 0.0) - reference) > 0)
+        stats["helpful"] = int(stats.get("helpful", 0)) + helpful
+        stats["harmful"] = int(stats.get("harmful", 0)) + len(window) - helpful
+        since = self._since(pattern, stats, -direction)
+        turned = since is not None and since.p_value < self.cfg.retire_p
+        if turned:
+            stats["turned"] = since.as_json() if since else None
+        state = EntryState.RETIRED if turned else EntryState.ACTIVE
+        into = self.out.rejected if turned else []
+        followed = _rule(pattern, state, f"@{self.end}", stats, rule.id)
+        if self.put(followed, into):
+            self.store.set_state(rule.id, EntryState.SUPERSEDED)
+            rules[condition] = followed
+
+
+def distil_conditions(
+    store: MemoryStore,
+    namespace: str,
+    episodes: Sequence[MemoryEntry],
+    start: int,
+    end: int,
+    cfg: RuleConfig,
+) -> RulesOutcome:
+    """Extend every condition lineage the window carries; form, confirm, follow rules."""
+    return _Window(store, namespace, episodes, start, end, cfg).run()

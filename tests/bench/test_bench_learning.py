@@ -1,0 +1,94 @@
+"""`bench learning`: a null stream teaches nothing, a planted effect is found and holds out.
+
+Small streams on the bundled daily bars with fixed seeds; the figures asserted are what
+the production memory's thresholds deliver at this size (see docs/learning.md for the
+20-seed table at 2,000 decisions).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from apps.bench.learning import run_bench
+from apps.bench.learning_streams import dfull_daily, generate
+from apps.cli import app
+from reflexmem.memory.role_stream import episode_frame
+from reflexmem.registry import load_registry
+
+
+@pytest.fixture(scope="module")
+def result() -> dict[str, object]:
+    return run_bench(
+        dfull_daily(),
+        load_registry(),
+        role_id="momentum",
+        decisions=800,
+        seeds=6,
+        seed_base=0,
+        effects=(1.0,),
+        progress=False,
+    )
+
+
+def test_null_streams_promote_no_rule(result: dict[str, object]) -> None:
+    null = result["null"]
+    assert isinstance(null, dict)
+    assert null["streams"] == 6
+    assert null["active_rules_total"] == 0
+
+
+def test_a_planted_effect_is_found_and_its_held_out_interval_excludes_zero(
+    result: dict[str, object],
+) -> None:
+    curve = result["power_curve"]
+    assert isinstance(curve, list)
+    (one,) = curve
+    assert one["effect_sd"] == 1.0
+    assert one["power"] >= 4 / 6
+    assert one["rule_ci_excludes_zero"] >= 4 / 6
+    assert one["rule_effect_mean"] > 0
+    # The oracle sees the planted condition from the start: the ceiling is real.
+    assert one["oracle_ci_excludes_zero"] == 1.0
+
+
+def test_null_outcomes_do_not_depend_on_the_decision() -> None:
+    registry = load_registry()
+    bars = dfull_daily()
+    null = generate(bars, registry.roles["momentum"], n=2000, seed=3, kind="null").cases
+    frame = episode_frame(null, registry)
+    # Whatever the decision carried, its return is another decision's: no association.
+    short = frame["tags"].list.contains("direction:short").to_numpy()
+    ret = null["realized_return"].to_numpy()
+    assert abs(ret[short].mean() - ret[~short].mean()) < 3 * ret.std() * np.sqrt(
+        1 / short.sum() + 1 / (~short).sum()
+    )
+    # Planted: the carriers' fills are worse by the stated cost, nobody else's.
+    planted = generate(
+        bars, registry.roles["momentum"], n=2000, seed=3, kind="planted", effect_sd=0.5
+    )
+    free = generate(bars, registry.roles["momentum"], n=2000, seed=3, kind="planted")
+    hit = planted.cases["planted"].to_numpy()
+    delta = free.cases["realized_return"].to_numpy() - planted.cases["realized_return"].to_numpy()
+    assert planted.planted is not None and hit.any()
+    assert np.allclose(delta[~hit], 0.0)
+    assert np.all(delta[hit] > 0)
+
+
+def test_the_cli_prints_one_json_object_and_refuses_bad_input() -> None:
+    runner = CliRunner()
+    ok = runner.invoke(
+        app,
+        ["bench", "learning", "--decisions", "300", "--seeds", "1", "--effects", "1", "--json"],
+    )
+    assert ok.exit_code == 0, ok.output
+    data = json.loads(ok.stdout.strip().splitlines()[-1])
+    assert (data["decisions"], data["seeds"], data["role"]) == (300, 1, "momentum")
+    assert data["floor_seconds_per_stream"] > 0
+    assert [p["effect_sd"] for p in data["power_curve"]] == [1.0]
+    bad = runner.invoke(app, ["bench", "learning", "--role", "nobody", "--seeds", "1"])
+    assert bad.exit_code == 2
+    assert "unknown role" in bad.output

@@ -1,0 +1,151 @@
+"""Rules from conditions, tested on outcomes: planted effects found, null streams silent.
+
+Every stream goes through `distill_merged`, window by window, as the cycle runs it.
+Seeds are fixed; the figures asserted are what the stated thresholds must deliver.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from reflexmem.ledger.enums import EntryState, Tier
+from reflexmem.memory.contrast import Moments, contrast, spent_alpha
+from reflexmem.memory.entries import MemoryEntry
+from reflexmem.memory.merge import MergeConfig, distill_merged
+from reflexmem.memory.store import InMemoryStore
+
+NS = "role:momentum"
+CONDITIONS = ("missing:technicals", "missing:news", "against:signal", "direction:short")
+SYMBOLS = ("AAPL", "MSFT", "NVDA", "AMZN")
+PLANTED = "missing:technicals"
+
+
+def stream(
+    seed: int, n: int, effect: float = 0.0, turn_at: int | None = None, turn_to: float = 0.0
+) -> InMemoryStore:
+    """N episodes with random conditions; carriers of PLANTED shifted by ``effect`` sd.
+
+    From episode ``turn_at`` on the shift becomes ``turn_to``. Outcomes are tanh of a
+    standard normal draw plus the shift, as the trading stream squashes its z-scores.
+    """
+    rng = np.random.default_rng(seed)
+    store = InMemoryStore()
+    cfg = MergeConfig()
+    for i in range(n):
+        tags = [c for c in CONDITIONS if rng.random() < 0.3]
+        tags.append(f"symbol:{SYMBOLS[rng.integers(len(SYMBOLS))]}")
+        shift = effect if turn_at is None or i < turn_at else turn_to
+        z = rng.normal() + (shift if PLANTED in tags else 0.0)
+        store.put(
+            MemoryEntry(
+                id=f"epi:{NS}:{i}",
+                namespace=NS,
+                tier=Tier.EPISODIC,
+                text="decision",
+                tags=(f"class:{'loss' if z < 0 else 'win'}", *tags),
+                quality=1.0,
+                created_episode=i,
+                outcome=float(np.tanh(z)),
+            )
+        )
+        if (i + 1) % 10 == 0:
+            distill_merged(store, NS, i - 9, i + 1, cfg)
+    return store
+
+
+def rules(store: InMemoryStore, state: EntryState) -> list[MemoryEntry]:
+    """The namespace's procedural rule versions in one state."""
+    return list(store.entries(NS, (Tier.PROCEDURAL,), (state,)))
+
+
+def test_a_planted_condition_becomes_an_active_rule_confirmed_on_later_episodes() -> None:
+    # Half a standard deviation at 600 episodes: found in most seeds, not in every one.
+    stores = [stream(seed=s, n=600, effect=-0.5) for s in range(10)]
+    found = [st for st in stores if PLANTED in {r.tags[0] for r in rules(st, EntryState.ACTIVE)}]
+    assert len(found) >= 7
+    store = found[0]
+    (active,) = [r for r in rules(store, EntryState.ACTIVE) if r.tags[0] == PLANTED]
+    assert active.stats is not None
+    formed, confirm = active.stats["formed"], active.stats["confirm"]
+    assert active.stats["direction"] == -1
+    assert confirm["ci_high"] < 0 < -confirm["effect"]
+    # The confirmation read only episodes after the rule was formed.
+    (candidate,) = [
+        e for e in store.entries(NS, (Tier.PROCEDURAL,)) if e.id == f"proc:{NS}:{PLANTED}"
+    ]
+    later = [
+        e
+        for e in store.entries(NS, (Tier.EPISODIC,))
+        if e.created_episode > candidate.created_episode and PLANTED in e.tags
+    ]
+    assert confirm["n_in"] <= len(later)
+    assert formed["n_in"] + confirm["n_in"] <= 600
+    assert "avoid it or size down" in active.text
+    # Helpful and harmful counts follow every later carrier.
+    assert active.wins + active.losses > 0
+    assert active.wins > active.losses
+
+
+def test_null_streams_promote_no_rule_beyond_the_false_discovery_rate() -> None:
+    # Outcomes independent of every tag: whatever is confirmed is a false discovery.
+    active = sum(len(rules(stream(seed=s, n=600), EntryState.ACTIVE)) for s in range(10))
+    assert active <= 1
+
+
+def test_a_lesson_class_is_never_a_condition() -> None:
+    store = stream(seed=3, n=200, effect=-0.5)
+    tags = {e.tags[0] for e in store.entries(NS, (Tier.SEMANTIC, Tier.PROCEDURAL))}
+    assert tags
+    assert not any(t.startswith("class:") for t in tags)
+
+
+def test_a_rule_whose_later_episodes_do_not_confirm_it_is_retired_for_good() -> None:
+    # The effect exists only while the rule forms; afterwards the condition is harmless.
+    store = stream(seed=11, n=700, effect=-1.0, turn_at=120, turn_to=0.0)
+    assert rules(store, EntryState.ACTIVE) == []
+    (judged,) = [r for r in rules(store, EntryState.RETIRED) if r.tags[0] == PLANTED]
+    assert judged.stats is not None
+    assert judged.stats["confirm"]["p_value"] > 0.05
+
+
+def test_an_active_rule_is_retired_when_its_outcomes_turn() -> None:
+    store = stream(seed=7, n=1400, effect=-0.6, turn_at=600, turn_to=0.6)
+    assert not any(r.tags[0] == PLANTED for r in rules(store, EntryState.ACTIVE))
+    retired = [r for r in rules(store, EntryState.RETIRED) if r.tags[0] == PLANTED]
+    assert retired
+    last = max(retired, key=lambda r: r.created_episode)
+    assert last.stats is not None
+    assert last.stats["harmful"] > 0
+
+
+def test_welch_contrast_matches_scipy() -> None:
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(0.3, 1.0, 40), rng.normal(0.0, 2.0, 90)
+    c = contrast(Moments.of(a), Moments.of(b))
+    assert c is not None
+    ref = stats.ttest_ind(a, b, equal_var=False)
+    assert c.p_value == pytest.approx(ref.pvalue, rel=1e-9)
+    low, high = ref.confidence_interval(0.95)
+    assert (c.ci_low, c.ci_high) == pytest.approx((low, high), rel=1e-9)
+    one = contrast(Moments.of(a), Moments.of(b), direction=1)
+    assert one is not None
+    assert one.p_value == pytest.approx(ref.pvalue / 2, rel=1e-9)
+    # Moments add and subtract exactly.
+    both = Moments.of(np.concatenate([a, b]))
+    assert (both - Moments.of(b)).n == Moments.of(a).n
+    assert (both - Moments.of(b)).total == pytest.approx(Moments.of(a).total)
+    assert contrast(Moments.of([1.0]), Moments.of(b)) is None
+
+
+def test_alpha_spending_levels_sum_to_q() -> None:
+    levels = [spent_alpha(k, 0.05) for k in range(1, 100_001)]
+    assert levels[0] == pytest.approx(0.05 * 6 / math.pi**2)
+    assert sum(levels) == pytest.approx(0.05, rel=1e-4)
+    assert all(a > b for a, b in itertools.pairwise(levels[:10]))
+    with pytest.raises(ValueError, match="count from 1"):
+        spent_alpha(0, 0.05)
