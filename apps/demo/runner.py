@@ -157,7 +157,7 @@ class DemoRunner(DirectRunner):
             )
         elif op is skills.generate_candidates:
             c.print(
-                f"{r.episodes} episodes, {r.clusters} lessons or rules, candidates: "
+                f"{r.episodes} episodes, {r.clusters} lessons, candidates: "
                 f"{', '.join(r.registered) or 'none yet'}"
             )
         elif op is skills.check_decisions:

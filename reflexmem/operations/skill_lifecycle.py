@@ -5,12 +5,16 @@
   run: independent evaluation on held-apart decisions -> `validating`; replay of past
   decisions -> `limited` (a sticky rollout over half the account/symbol pairs); shadow
   beside the cluster's active checks and the rollout's arms, on decisions made since ->
-  `active`. Failing evidence rejects. Versions are judged cheapest layer first, so a
-  costlier form of a lesson is compared beside a cheaper form promoted in the same run:
-  "beside the active version" is literal.
+  `active`; a *learned* check (not a restated evidence policy) instead needs its effect
+  on realized returns of held-out decisions to be a gain with an interval above zero
+  (`reflexmem.reflex.outcomes.outcome_evidence`); agreement with reflection's labels is
+  then only a diagnostic. Failing evidence rejects. Versions are judged cheapest layer
+  first, so a costlier form of a lesson is compared beside a cheaper form promoted in
+  the same run: "beside the active version" is literal.
 * `audit_skills` (the `audit` flow): a sample audit and drift detection of every active
-  version on the decisions it checked since its last audit; failing either quarantines
-  it; a quarantined version is revalidated on decisions made after its quarantine.
+  version on the decisions it checked since its last audit, and for a learned version
+  its outcome effect since it became active; failing any quarantines it; a quarantined
+  version is revalidated on decisions made after its quarantine.
 * `skill_effects`: the failure mode of each promoted check with it off and on (agreement
   with reflection, a diagnostic), and its outcome effect on realized returns.
 * `skill_status`: every version with its kind (learned or policy) and outcome effect.
@@ -47,7 +51,12 @@ from reflexmem.reflex.evidence import (
 )
 from reflexmem.reflex.gate import AGENT
 from reflexmem.reflex.lifecycle import Evidence
-from reflexmem.reflex.outcomes import OutcomeEffect, check_kind, held_out_effect
+from reflexmem.reflex.outcomes import (
+    OutcomeEffect,
+    check_kind,
+    held_out_effect,
+    outcome_evidence,
+)
 from reflexmem.reflex.tracking import transition_tracked
 from reflexmem.reflex.trading import TRADE_FAMILY, judged_frame, read_checks, read_episodes
 from reflexmem.reflex.versions import version_info
@@ -143,8 +152,16 @@ def _step(
     views: Sequence[VersionView],
     episodes: pl.DataFrame,
     checks: pl.DataFrame,
+    *,
+    learned: bool,
+    now: datetime,
 ) -> tuple[SkillState, list[Evidence], CheckKind] | str:
-    """The next move of a pending version with its evidence, or why it waits."""
+    """The next move of a pending version with its evidence, or why it waits.
+
+    From `limited`, a learned check moves on its outcome effect alone (realized returns
+    of held-out decisions made since it was created); a policy check, which restates its
+    role's requirement, on shadow and rollout agreement as before.
+    """
     cluster_ids = [v.spec.skill_id for v in views if v.cluster == view.cluster]
     if view.state == S.CANDIDATE:
         found = evaluation_evidence(view, episodes)
@@ -156,6 +173,11 @@ def _step(
         if found is None:
             return "too few past decisions to replay"
         return (S.LIMITED if found.passed else S.REJECTED), [found], CheckKind.REPLAY
+    if learned:
+        outcome = outcome_evidence(view, episodes, through=now)
+        if outcome is None:
+            return "too few held-out decisions with a realized return to judge its effect"
+        return (S.ACTIVE if outcome.passed else S.REJECTED), [outcome], CheckKind.SHADOW
     champions = [
         v.spec for v in views if v.cluster == view.cluster and v.state == S.ACTIVE and v != view
     ]
@@ -180,7 +202,8 @@ def advance_skills(res: Resources, as_of: datetime | None = None) -> LifecycleRe
             view = views[i]
             if view.state not in PENDING:
                 break
-            step = _step(view, views, episodes, checks)
+            learned = check_kind(view.spec, res.registry) == "learned"
+            step = _step(view, views, episodes, checks, learned=learned, now=now)
             if isinstance(step, str):
                 waiting[view.key] = step
                 break
@@ -207,6 +230,11 @@ def audit_skills(res: Resources, as_of: datetime | None = None) -> LifecycleRepo
                     conn, CheckKind.AUDIT, skill_id=view.spec.skill_id, version=view.spec.version
                 )
             after = max((t for t in (done, view.active_at) if t is not None), default=None)
+            turned = _turned(res, view, episodes, now)
+            if turned is not None:
+                _, move = _move(res, view, S.QUARANTINED, [turned], now, CheckKind.AUDIT)
+                moves.append(move)
+                continue
             result = audit(view, episodes, checks, after=after, through=now)
             if result is None:
                 waiting[view.key] = "too few checked decisions with a known outcome to audit"
@@ -241,6 +269,20 @@ def audit_skills(res: Resources, as_of: datetime | None = None) -> LifecycleRepo
     return LifecycleReport(
         as_of=now, moves=tuple(moves), waiting=waiting, checks=logged + len(moves)
     )
+
+
+def _turned(
+    res: Resources, view: VersionView, episodes: pl.DataFrame, now: datetime
+) -> Evidence | None:
+    """Failing outcome evidence if an active learned check now harms returns, else None.
+
+    Judged on decisions made since it became active: the outcome it was promoted on
+    has turned when that interval lies below zero.
+    """
+    if check_kind(view.spec, res.registry) != "learned":
+        return None
+    found = outcome_evidence(view, episodes, through=now, after=view.active_at)
+    return found if found is not None and found.detail["verdict"] == "harm" else None
 
 
 def _newest(view: VersionView, episodes: pl.DataFrame) -> datetime | None:

@@ -60,13 +60,11 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(memory.record_episodes, "episodes: every reflected case enters its role's memory", 2),
     Stage(memory.namespaces_due, "namespaces with a window of ten new episodes", 2),
-    Stage(
-        memory.distil, "distillation: lessons merge into patterns; strong patterns become rules", 2
-    ),
+    Stage(memory.distil, "distillation: lessons merge; conditions are tested on outcomes", 2),
     Stage(memory.record_agent_episodes, "an agent's own settled episodes and its bandit", 0),
     Stage(
         skills.generate_candidates,
-        "skill candidates: lessons and memory rules -> L0/L1/L2 checks",
+        "skill candidates: lessons -> L0/L1/L2 checks",
         2,
     ),
     Stage(skills.check_decisions, "pre-decision checks: usable skills judge the new decisions", 2),

@@ -38,6 +38,7 @@ class EvidenceKind(StrEnum):
     ROLLOUT = "rollout"  # limited, sticky rollout: counts and outcomes per arm
     AUDIT = "audit"  # a sample audit of decisions against independent answers
     DRIFT = "drift"  # outcome / input distribution against the validation window
+    OUTCOME = "outcome"  # realized returns of held-out decisions, let through vs held
     SUPERSEDED = "superseded"  # another version became active
     REVIEW = "review"  # a person's decision
 
@@ -65,11 +66,17 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Need:
-    """Evidence a move needs: every kind in `all_of` (and one of `any_of`) with `passed`."""
+    """Evidence a move needs: every kind in `all_of` (and one of `any_of`) with `passed`.
+
+    `instead`, when set, is a second complete set that satisfies the move on its own:
+    a learned check becomes active on outcome evidence alone, a policy check on shadow
+    and rollout (`reflexmem.operations.skill_lifecycle`).
+    """
 
     passed: bool
     all_of: tuple[EvidenceKind, ...] = ()
     any_of: tuple[EvidenceKind, ...] = ()
+    instead: tuple[EvidenceKind, ...] = ()
 
 
 K = EvidenceKind
@@ -78,10 +85,10 @@ MOVES: Mapping[tuple[SkillState, SkillState], Need] = {
     (S.CANDIDATE, S.REJECTED): Need(False, any_of=(K.EVALUATION, K.REVIEW)),
     (S.VALIDATING, S.LIMITED): Need(True, all_of=(K.REPLAY,)),
     (S.VALIDATING, S.REJECTED): Need(False, any_of=(K.REPLAY, K.EVALUATION, K.REVIEW)),
-    (S.LIMITED, S.ACTIVE): Need(True, all_of=(K.SHADOW, K.ROLLOUT)),
-    (S.LIMITED, S.REJECTED): Need(False, any_of=(K.SHADOW, K.ROLLOUT, K.REVIEW)),
-    (S.LIMITED, S.QUARANTINED): Need(False, any_of=(K.DRIFT, K.AUDIT)),
-    (S.ACTIVE, S.QUARANTINED): Need(False, any_of=(K.DRIFT, K.AUDIT)),
+    (S.LIMITED, S.ACTIVE): Need(True, all_of=(K.SHADOW, K.ROLLOUT), instead=(K.OUTCOME,)),
+    (S.LIMITED, S.REJECTED): Need(False, any_of=(K.SHADOW, K.ROLLOUT, K.OUTCOME, K.REVIEW)),
+    (S.LIMITED, S.QUARANTINED): Need(False, any_of=(K.DRIFT, K.AUDIT, K.OUTCOME)),
+    (S.ACTIVE, S.QUARANTINED): Need(False, any_of=(K.DRIFT, K.AUDIT, K.OUTCOME)),
     (S.ACTIVE, S.RETIRED): Need(True, any_of=(K.SUPERSEDED, K.REVIEW)),
     (S.QUARANTINED, S.VALIDATING): Need(True, all_of=(K.EVALUATION,)),
     (S.QUARANTINED, S.RETIRED): Need(True, any_of=(K.SUPERSEDED, K.REVIEW)),
@@ -94,6 +101,7 @@ REQUIRED_METRICS: Mapping[EvidenceKind, tuple[str, ...]] = {
     K.SHADOW: ("n", "agreement"),
     K.ROLLOUT: ("treated", "control"),
     K.DRIFT: ("n_recent",),
+    K.OUTCOME: ("n_passed", "n_held", "effect", "ci_low", "ci_high"),
 }
 """Figures a piece of evidence must carry for a promotion to rely on it."""
 
@@ -154,8 +162,12 @@ def check_move(
     verdict = "passing" if need.passed else "failing"
     got = ", ".join(f"{e.kind}({'passed' if e.passed else 'failed'})" for e in evidence) or "none"
     missing = [k for k in need.all_of if k not in kinds]
+    if missing and need.instead and all(k in kinds for k in need.instead):
+        missing = []
     if missing or (need.any_of and not kinds & set(need.any_of)):
         wanted = " and ".join(need.all_of) if need.all_of else " or ".join(need.any_of)
+        if need.instead:
+            wanted += f" (or {' and '.join(need.instead)})"
         raise LifecycleError(f"{name}: {frm} -> {to} needs {verdict} {wanted} evidence; got {got}")
     for item in matching if need.passed else ():
         keys = REQUIRED_METRICS.get(item.kind, ())
@@ -174,6 +186,12 @@ def check_move(
             raise LifecycleError(
                 f"{name}: evaluation accuracy {item.metrics['accuracy']:.3f} is below the "
                 f"quality floor {quality_floor:.3f}, so it cannot pass"
+            )
+        if item.kind == K.OUTCOME and not item.metrics["ci_low"] > 0:
+            raise LifecycleError(
+                f"{name}: outcome evidence passes only when the interval of the check's effect "
+                f"on realized returns excludes zero on the gaining side (low "
+                f"{item.metrics['ci_low']:+.4f})"
             )
         if item.kind == K.ROLLOUT and min(item.metrics["treated"], item.metrics["control"]) <= 0:
             raise LifecycleError(f"{name}: rollout evidence needs episodes in both arms")

@@ -36,12 +36,17 @@ import polars as pl
 
 from reflexmem.memory.contrast import welch
 from reflexmem.reflex.evidence import VersionView, in_scope
+from reflexmem.reflex.lifecycle import Evidence, EvidenceKind
 from reflexmem.reflex.shadow import live_choices
 from reflexmem.reflex.skills import SkillSpec
 from reflexmem.reflex.trading import PROCEED, age_field
 from reflexmem.registry import RoleRegistry
 
 RETURN = "realized_return"
+MIN_HELD = 20
+"""Held-out decisions each side needs before outcomes judge a learned check."""
+MAX_HELD = 200
+"""Held decisions after which an interval still covering zero rejects: no gain shown."""
 STOPPED = "stopped"
 CONFIDENCE = 0.95
 METHOD = "welch_t"
@@ -283,7 +288,13 @@ def created_at(view: VersionView) -> datetime:
     return view.history[0][1] if view.history else view.changed_at
 
 
-def held_out_rows(view: VersionView, episodes: pl.DataFrame, *, through: datetime) -> pl.DataFrame:
+def held_out_rows(
+    view: VersionView,
+    episodes: pl.DataFrame,
+    *,
+    through: datetime,
+    after: datetime | None = None,
+) -> pl.DataFrame:
     """Decisions the check was not generated from, each with whether it would stop it.
 
     Held out: in the check's scope, not among its sources, outside the fit split, and
@@ -291,13 +302,41 @@ def held_out_rows(view: VersionView, episodes: pl.DataFrame, *, through: datetim
     own answer on the recorded observation, so every held-out decision counts, not only
     those a rollout arm happened to route to it.
     """
-    rows = in_scope(view.spec, episodes, after=created_at(view), through=through)
+    start = created_at(view) if after is None else max(after, created_at(view))
+    rows = in_scope(view.spec, episodes, after=start, through=through)
     rows = rows.filter(pl.col("split") != "fit")
     return rows.with_columns(check_stops(view.spec, rows))
 
 
 def held_out_effect(
-    view: VersionView, episodes: pl.DataFrame, *, through: datetime
+    view: VersionView, episodes: pl.DataFrame, *, through: datetime, after: datetime | None = None
 ) -> OutcomeEffect:
-    """The outcome effect of the check on its held-out decisions."""
-    return outcome_effect(held_out_rows(view, episodes, through=through))
+    """The outcome effect of the check on its held-out decisions (made after `after`)."""
+    return outcome_effect(held_out_rows(view, episodes, through=through, after=after))
+
+
+def outcome_evidence(
+    view: VersionView, episodes: pl.DataFrame, *, through: datetime, after: datetime | None = None
+) -> Evidence | None:
+    """The outcome verdict on a learned check, or None while the data cannot decide.
+
+    `gain` (passes): the interval of its effect lies above zero. `harm`: below zero.
+    `none`: still covering zero after `MAX_HELD` held decisions, i.e. no gain shown
+    where one would have been seen. Before `MIN_HELD` decisions on each side, or while
+    an interval covers zero on fewer held decisions, the verdict waits.
+    """
+    eff = held_out_effect(view, episodes, through=through, after=after)
+    if eff.ci_low is None or eff.ci_high is None or min(eff.n_passed, eff.n_held) < MIN_HELD:
+        return None
+    verdict = "gain" if eff.ci_low > 0 else "harm" if eff.ci_high < 0 else "none"
+    if verdict == "none" and eff.n_held < MAX_HELD:
+        return None
+    metrics = {
+        "n_passed": eff.n_passed,
+        "n_held": eff.n_held,
+        "effect": eff.effect or 0.0,
+        "ci_low": eff.ci_low,
+        "ci_high": eff.ci_high,
+    }
+    detail = {"verdict": verdict, "method": METHOD, "confidence": CONFIDENCE}
+    return Evidence(EvidenceKind.OUTCOME, verdict == "gain", metrics, detail)

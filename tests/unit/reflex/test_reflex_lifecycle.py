@@ -111,3 +111,20 @@ def test_evidence_without_its_figures_cannot_promote() -> None:
         check_move(
             "s@1", S.LIMITED, S.ACTIVE, [evidence(K.SHADOW, True), one_armed], quality_floor=0
         )
+
+
+def test_a_learned_check_becomes_active_on_outcome_evidence_alone() -> None:
+    gain = evidence(K.OUTCOME, True, ci_low=0.002, ci_high=0.02, effect=0.011)
+    assert check_move("s@1", S.LIMITED, S.ACTIVE, [gain], quality_floor=0.0).passed
+    # Agreement with labels that failed beside it does not matter: it is a diagnostic.
+    shadow = evidence(K.SHADOW, False)
+    assert check_move("s@1", S.LIMITED, S.ACTIVE, [gain, shadow], quality_floor=0.0)
+
+
+def test_outcome_evidence_cannot_promote_unless_its_interval_excludes_zero() -> None:
+    covering = evidence(K.OUTCOME, True, ci_low=-0.001, ci_high=0.02, effect=0.01)
+    with pytest.raises(LifecycleError, match="excludes zero on the gaining side"):
+        check_move("s@1", S.LIMITED, S.ACTIVE, [covering], quality_floor=0.0)
+    harm = evidence(K.OUTCOME, False, ci_low=-0.03, ci_high=-0.01, effect=-0.02)
+    assert not check_move("s@1", S.LIMITED, S.REJECTED, [harm], quality_floor=0.0).passed
+    assert not check_move("s@1", S.ACTIVE, S.QUARANTINED, [harm], quality_floor=0.0).passed

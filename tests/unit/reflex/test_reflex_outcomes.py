@@ -16,11 +16,13 @@ from reflexmem.reflex.clusters import describe
 from reflexmem.reflex.evidence import VersionView
 from reflexmem.reflex.outcomes import (
     LEARNED,
+    MAX_HELD,
     POLICY,
     check_kind,
     held_out_rows,
     outcome_effect,
     outcome_effects,
+    outcome_evidence,
 )
 from reflexmem.reflex.skills import SkillSpec, parse_skill
 from reflexmem.registry import RoleRegistry
@@ -205,3 +207,43 @@ def test_held_out_rows_leave_out_sources_fit_and_earlier_decisions(
     found = outcome_effect(rows)
     assert found.n_passed + found.n_held == rows.height
     assert found.effect == pytest.approx(0.03)
+
+
+def _view(registry: RoleRegistry, frame: pl.DataFrame) -> VersionView:
+    created = START + timedelta(hours=100)
+    return VersionView(
+        spec=_specs(registry, frame)["L0"],
+        state=SkillState.LIMITED,
+        changed_at=created,
+        history=((str(SkillState.CANDIDATE), created),),
+    )
+
+
+@pytest.mark.parametrize(
+    ("held", "verdict", "passed"), [(-0.02, "gain", True), (0.04, "harm", False)]
+)
+def test_outcome_evidence_judges_a_learned_check_on_realized_returns(
+    registry: RoleRegistry, held: float, verdict: str, passed: bool
+) -> None:
+    frame = episodes(registry, 400)
+    noise = (pl.int_range(pl.len()) % 7 - 3).cast(pl.Float64) / 1000.0
+    returns = pl.when(pl.col("pattern").is_not_null()).then(held).otherwise(0.01) + noise
+    frame = frame.with_columns(returns.alias("realized_return"))
+    found = outcome_evidence(_view(registry, frame), frame, through=START + timedelta(days=30))
+    assert found is not None
+    assert found.kind == "outcome"
+    assert (found.detail["verdict"], found.passed) == (verdict, passed)
+    assert found.metrics["n_held"] >= 20
+
+
+def test_outcome_evidence_waits_while_an_interval_covers_zero_on_few_decisions(
+    registry: RoleRegistry,
+) -> None:
+    frame = episodes(registry, 400)
+    noise = (pl.int_range(pl.len()) % 7 - 3).cast(pl.Float64) / 100.0
+    frame = frame.with_columns(noise.alias("realized_return"))
+    view = _view(registry, frame)
+    through = START + timedelta(days=30)
+    rows = held_out_rows(view, frame, through=through)
+    assert 20 <= int(rows["stopped"].sum()) < MAX_HELD  # enough to look, too few to give up
+    assert outcome_evidence(view, frame, through=through) is None
