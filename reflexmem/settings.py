@@ -115,6 +115,8 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     """Interface `reflexmem api` listens on (loopback unless deliberately exposed)."""
     api_port: int = Field(default=8765, ge=0, le=65535)
+    api_max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    """Largest request body `reflexmem api` reads; a larger one gets 413 unparsed."""
     prefect_api_url: str | None = Field(default=None, json_schema_extra=SECRET_URL)
     """Prefect API the doctor checks the schedule on (None: no schedule check)."""
     task_runner: Literal["threads", "dask"] = "threads"

@@ -4,7 +4,9 @@ A `reflexmem recall` process pays seconds of imports before it answers; a runnin
 service answers in milliseconds. `create_app` builds a FastAPI app over `Resources`
 whose endpoints call the tools of `apps/service/agent_tools.py` (each one operation) and
 nothing else. Every request must carry `Authorization: Bearer <REFLEX_API_TOKEN>`
-(401 otherwise, before any routing); the app refuses to be built without a token. The
+(401 otherwise, before any routing); the app refuses to be built without a token. A
+body over `REFLEX_API_MAX_BODY_BYTES` (default 1 MiB) is answered 413 before it is
+parsed. The
 recall endpoint is registered only in active mode: in shadow mode it does not exist
 (404), as the tool does not exist. Errors keep FastAPI's shape, `{"detail": [{"type",
 "loc", "msg"}]}`, with `loc` naming the field at fault. See `docs/api.md`.
@@ -67,20 +69,61 @@ class BearerAuth:
         if hmac.compare_digest(given, self.expected):
             await self.app(scope, receive, send)
             return
-        response = JSONResponse(
-            {
-                "detail": [
-                    {
-                        "type": "unauthorized",
-                        "loc": ["header", "authorization"],
-                        "msg": "a valid bearer token is required",
-                    }
-                ]
-            },
-            status_code=401,
-            headers={"WWW-Authenticate": "Bearer"},
+        response = _error(
+            401, "unauthorized", ["header", "authorization"], "a valid bearer token is required"
         )
+        response.headers["WWW-Authenticate"] = "Bearer"
         await response(scope, receive, send)
+
+
+def _error(status: int, kind: str, loc: list[str], msg: str) -> JSONResponse:
+    return JSONResponse({"detail": [{"type": kind, "loc": loc, "msg": msg}]}, status_code=status)
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over `limit` bytes gets 413 before anything parses it.
+
+    A declared `Content-Length` over the limit is refused unread; a body sent in chunks
+    (or with a false length) is read up to the limit and refused at the first byte past
+    it, so at most `limit` bytes are ever held. Within the limit the body is handed on.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    def _too_large(self) -> JSONResponse:
+        msg = f"the request body is larger than {self.limit} bytes (REFLEX_API_MAX_BODY_BYTES)"
+        return _error(413, "body_too_large", ["body"], msg)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse an oversized body; replay a fitting one to the app."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.limit:
+            await self._too_large()(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size, more = 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body = message.get("body", b"")
+            size += len(body)
+            if size > self.limit:
+                await self._too_large()(scope, receive, send)
+                return
+            chunks.append(body)
+            more = bool(message.get("more_body", False))
+        pending = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+
+        async def replay() -> Message:
+            return pending.pop() if pending else await receive()
+
+        await self.app(scope, replay, send)
 
 
 def _failure(exc: ToolFailure, prefix: tuple[str | int, ...]) -> JSONResponse:
@@ -151,7 +194,8 @@ def create_app(res: Resources, settings: Settings, mode: MemoryMode | None = Non
             except ToolFailure as exc:
                 return _failure(exc, ("body",))
 
-    app.add_middleware(BearerAuth, token=token)
+    app.add_middleware(BodyLimit, limit=settings.api_max_body_bytes)
+    app.add_middleware(BearerAuth, token=token)  # added last: runs first
     return app
 
 

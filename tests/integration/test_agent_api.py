@@ -285,3 +285,30 @@ def test_concurrent_consumptions_over_http_let_exactly_one_through(
         statuses = sorted(pool.map(consume, range(8)))
     assert statuses == [200] + [409] * 7
     assert scalar(engine, "SELECT consume_count FROM trade_previews") == 1
+
+
+def test_a_body_over_the_limit_is_413_before_it_is_parsed(engine: sa.Engine) -> None:
+    settings = Settings(
+        api_token=SecretStr(TOKEN), role_memory_mode=MemoryMode.SHADOW, api_max_body_bytes=4096
+    )
+    with (
+        LoopbackServer(create_app(make_resources(engine), settings)) as url,
+        httpx.Client(base_url=url, headers=AUTH, timeout=60) as client,
+    ):
+        big = client.post("/v1/decisions", json={**DECISION, "rationale": "x" * 10_000})
+        assert big.status_code == 413
+        assert _detail(big)["type"] == "body_too_large"
+        # Sent in chunks, with no length declared: refused at the first byte past the limit.
+        chunked = client.post(
+            "/v1/decisions",
+            content=iter([b'{"rationale": "' + b"y" * 3000, b"y" * 3000 + b'"}']),
+            headers={"content-type": "application/json"},
+        )
+        assert chunked.status_code == 413
+        # Authentication still comes first: no token, no word about the body.
+        with httpx.Client(base_url=url) as anonymous:
+            assert anonymous.post("/v1/decisions", content=b"z" * 9000).status_code == 401
+        assert scalar(engine, "SELECT COUNT(*) FROM trading_decisions") == 0
+        fits = client.post("/v1/decisions", json=DECISION)
+        assert fits.status_code == 200, fits.text
+    assert scalar(engine, "SELECT COUNT(*) FROM trading_decisions") == 1
