@@ -7,6 +7,8 @@ Each module of this package registers the commands of one area on the shared app
 
 from __future__ import annotations
 
+import os
+
 from apps.cli import (  # noqa: F401  (register commands)
     admin,
     agents,
@@ -32,7 +34,13 @@ app.info.help = (__doc__ or "").split("\n\n")[0]
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point.
+
+    Stdout belongs to the command: `--json` prints one JSON object and nothing else, so
+    MLflow's "View run ... at" lines (written to stdout when it talks to a tracking
+    server) are switched off; run URLs are in `reflexmem lineage` and the report.
+    """
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     app()
 
 

@@ -73,7 +73,8 @@ def test_null_outcomes_do_not_depend_on_the_decision() -> None:
     free = generate(bars, registry.roles["momentum"], n=2000, seed=3, kind="planted")
     hit = planted.cases["planted"].to_numpy()
     delta = free.cases["realized_return"].to_numpy() - planted.cases["realized_return"].to_numpy()
-    assert planted.planted is not None and hit.any()
+    assert planted.planted is not None
+    assert hit.any()
     assert np.allclose(delta[~hit], 0.0)
     assert np.all(delta[hit] > 0)
 

@@ -65,7 +65,8 @@ def test_recall_shows_every_tier_once_and_sees_the_past_as_it_was(
     tiers = {h.tier for h in now.hits}
     assert tiers == {Tier.EPISODIC, Tier.SEMANTIC, Tier.PROCEDURAL}
     rule = next(h for h in now.hits if h.tier is Tier.PROCEDURAL)
-    assert "technicals" in rule.text and "confirmed on later episodes" in rule.text
+    assert "technicals" in rule.text
+    assert "confirmed on later episodes" in rule.text
     texts = [" ".join(h.text.casefold().split()) for h in now.hits]
     assert len(texts) == len(set(texts))  # no two results carry the same text
     current = next(h for h in now.hits if h.tier is Tier.SEMANTIC and "chased" in h.text)
