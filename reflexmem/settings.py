@@ -117,6 +117,8 @@ class Settings(BaseSettings):
     api_port: int = Field(default=8765, ge=0, le=65535)
     api_max_body_bytes: int = Field(default=1_048_576, ge=1024)
     """Largest request body `reflexmem api` reads; a larger one gets 413 unparsed."""
+    api_write_wait_s: float = Field(default=10.0, gt=0)
+    """On SQLite, how long a write to `reflexmem api` waits for its turn before a 503."""
     prefect_api_url: str | None = Field(default=None, json_schema_extra=SECRET_URL)
     """Prefect API the doctor checks the schedule on (None: no schedule check)."""
     task_runner: Literal["threads", "dask"] = "threads"

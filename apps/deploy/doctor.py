@@ -120,8 +120,13 @@ def check_mlflow(uri: str) -> Check:
 
 
 def run_doctor(settings: Settings, now: datetime | None = None) -> DoctorReport:
-    """Run every check; a failing check never stops the others from running."""
-    now = now or datetime.now(UTC)
+    """Run every check; a failing check never stops the others from running.
+
+    `now` judges staleness and the schedule at that instant; without it the schedule is
+    judged on the wall clock and staleness on the ledger's own clock (its newest bar), so
+    a store of past trades is not stale because time has moved on since.
+    """
+    asked, now = now, now or datetime.now(UTC)
     report = DoctorReport()
     registry: RoleRegistry | None = None
     try:
@@ -142,12 +147,12 @@ def run_doctor(settings: Settings, now: datetime | None = None) -> DoctorReport:
         report.checks.append(
             Check("schedule", bool(report.schedule["ok"]), str(report.schedule["detail"]))
         )
-    _ledger_checks(settings, report, registry, now)
+    _ledger_checks(settings, report, registry, asked)
     return report
 
 
 def _ledger_checks(
-    settings: Settings, report: DoctorReport, registry: RoleRegistry | None, now: datetime
+    settings: Settings, report: DoctorReport, registry: RoleRegistry | None, now: datetime | None
 ) -> None:
     engine = make_engine(settings.resolved_database_url)
     try:
@@ -172,8 +177,9 @@ def _ledger_checks(
         return
     with engine.connect() as conn:
         counts = ledger_counts(conn)
-        judge = stale_judge_for(settings, conn, registry, now)
-        health = health_counts(conn, maturation_days(registry) if registry else {}, now, judge)
+        clock = now or make_prices(settings, conn).newest() or datetime.now(UTC)
+        judge = stale_judge_for(settings, conn, registry, clock)
+        health = health_counts(conn, maturation_days(registry) if registry else {}, clock, judge)
     engine.dispose()
     unaccounted = counts.unaccounted_executions
     report.checks += [
@@ -188,7 +194,13 @@ def _ledger_checks(
             "stale pending",
             health.stale_pending == 0,
             f"{health.stale_pending} pending cases older than twice their role's maturation "
-            "period and twice its outcome horizon in bars of their symbol",
+            "period and twice its outcome horizon in bars of their symbol (at the newest bar)",
+        ),
+        Check(
+            "unmeasurable",
+            True,
+            f"{health.unmeasurable} pending cases whose settled position saw fewer bars than "
+            "the profile needs: no later bar can measure them (not stale, never learned from)",
         ),
         Check(
             "failed reflections",
@@ -215,6 +227,7 @@ def _ledger_checks(
             "executions": counts.executions,
             "unaccounted_executions": unaccounted,
             "stale_pending": health.stale_pending,
+            "unmeasurable": health.unmeasurable,
             "failed_reflections": health.failed_reflections,
             "deferred_reflections": health.deferred_reflections,
             "held_lessons": health.held_lessons,

@@ -126,17 +126,48 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
+RETRY_AFTER_S = 1
+"""What a 503 tells the client to wait before retrying a write."""
+
+
+class WriteGate:
+    """One writer at a time on an embedded (SQLite) store; others wait, then get 503.
+
+    SQLite has one write lock per file. Under WAL a transaction that read first and then
+    writes can fail at once with "database is locked" whatever the busy timeout, so
+    concurrent writers in one service process are serialised here instead: each waits
+    up to `wait_s` for its turn and is answered 503 with `Retry-After` past that, never
+    500. PostgreSQL takes row locks and needs no gate (`wait_s` None: no gate).
+    """
+
+    def __init__(self, wait_s: float | None) -> None:
+        self.wait_s = wait_s
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        if self.wait_s is not None and not self.lock.acquire(timeout=self.wait_s):
+            raise ToolFailure(
+                503, f"the store is busy with other writes; retry in {RETRY_AFTER_S} s", (), "busy"
+            )
+
+    def __exit__(self, *exc: object) -> None:
+        if self.wait_s is not None:
+            self.lock.release()
+
+
 def _failure(exc: ToolFailure, prefix: tuple[str | int, ...]) -> JSONResponse:
     detail = {"type": exc.code, "loc": [*prefix, *exc.loc], "msg": exc.message}
-    return JSONResponse({"detail": [detail]}, status_code=exc.status)
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if exc.status == 503 else None
+    return JSONResponse({"detail": [detail]}, status_code=exc.status, headers=headers)
 
 
-def _record_route(app: FastAPI, res: Resources, kind: str) -> None:
+def _record_route(app: FastAPI, res: Resources, kind: str, gate: WriteGate) -> None:
     def record(body: Annotated[Rows, Body()]) -> Any:
         single = isinstance(body, dict)
         rows = [body] if isinstance(body, dict) else body
         try:
-            return agent_tools.record(res, kind, rows)
+            with gate:
+                return agent_tools.record(res, kind, rows)
         except ToolFailure as exc:
             if single and exc.loc and exc.loc[0] == 0:
                 exc.loc = exc.loc[1:]
@@ -172,14 +203,17 @@ def create_app(res: Resources, settings: Settings, mode: MemoryMode | None = Non
         """The service is up; its frozen mode and the tools it offers."""
         return {"status": "ok", "mode": mode.value, "tools": tools}
 
+    embedded = res.engine.dialect.name == "sqlite"
+    gate = WriteGate(settings.api_write_wait_s if embedded else None)
     for kind in RECORD_KINDS:
-        _record_route(app, res, kind)
+        _record_route(app, res, kind, gate)
 
     @app.post("/v1/previews/{preview_id}/consume", tags=["previews"])
     def consume_preview(preview_id: str, body: ConsumeRequest) -> Any:
         """Consume a preview for a decision exactly once: 409 on a second consumption."""
         try:
-            return agent_tools.consume(res, preview_id, body.decision_id)
+            with gate:
+                return agent_tools.consume(res, preview_id, body.decision_id)
         except ToolFailure as exc:
             prefix = ("path",) if exc.loc == ("preview_id",) else ("body",)
             return _failure(exc, prefix)

@@ -5,9 +5,11 @@ period (*overdue*: one SQL expression over the registry's per-role periods, neve
 over cases) and its symbol already has twice its role's outcome horizon in bars after
 the decision: by then the outcome should have settled and the case matured, so
 something upstream (settlement, the schedule) is stuck. A case pending only because its
-bars have not arrived yet is not stale. The bar count needs the price source, which
-this module does not read: callers pass a `StaleJudge` over the overdue cases
-(`reflexmem.maturation.stale.stale_judge`).
+bars have not arrived yet is not stale, and neither is one pending for
+`insufficient_data`: its position settled with fewer bars in its window than the
+profile needs, which no later bar can change; it is counted apart as *unmeasurable*.
+The bar count needs the price source, which this module does not read: callers pass a
+`StaleJudge` over the overdue cases (`reflexmem.maturation.stale.stale_judge`).
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ class Health:
     """The counts the doctor judges."""
 
     stale_pending: int
+    unmeasurable: int
     failed_reflections: int
     deferred_reflections: int
     held_lessons: int
@@ -126,7 +129,19 @@ def health_counts(
         .where(Quarantine.subject_kind == SubjectKind.LEGACY_ROW)
     ).scalar_one()
     return Health(
-        stale_pending=len(stale_case_ids(conn, maturation_days, now, judge)),
+        stale_pending=len(
+            stale_case_ids(
+                conn,
+                maturation_days,
+                now,
+                judge,
+                RoleCase.pending_reason != PendingReason.INSUFFICIENT_DATA,
+            )
+        ),
+        unmeasurable=count(
+            RoleCase.state == CaseState.PENDING,
+            RoleCase.pending_reason == PendingReason.INSUFFICIENT_DATA,
+        ),
         failed_reflections=count(RoleCase.state == CaseState.REFLECTION_FAILED),
         deferred_reflections=count(
             RoleCase.state == CaseState.PENDING,

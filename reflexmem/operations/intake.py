@@ -16,7 +16,7 @@ from reflexmem.admission.admit import admit as admit_batch
 from reflexmem.ingest.load import IngestReport, ingest_files, load_records
 from reflexmem.ingest.read import ROW, SUFFIXES, IngestError, detect_kind
 from reflexmem.ingest.rows import RECORD_KINDS, rows_file
-from reflexmem.ingest.schemas import INGEST_ORDER
+from reflexmem.ingest.schemas import INGEST_ORDER, SCHEMAS
 from reflexmem.ledger.enums import QuarantineReason
 from reflexmem.ledger.previews import (
     DecisionNotFound,
@@ -25,7 +25,11 @@ from reflexmem.ledger.previews import (
     consume_preview,
     record_refused_consumption,
 )
+from reflexmem.ledger.statistics import refresh_statistics
 from reflexmem.operations.resources import Resources
+
+ADMISSION_TABLES = ("role_cases", "quarantine", "case_revocations")
+"""What an admission batch writes in bulk (its statistics are refreshed after it)."""
 
 
 def ingest(res: Resources, paths: Sequence[Path], kind: str | None = None) -> IngestReport:
@@ -35,12 +39,15 @@ def ingest(res: Resources, paths: Sequence[Path], kind: str | None = None) -> In
     fail their expectation suite are quarantined and the rest load.
     """
     with res.engine.begin() as conn:
-        return ingest_files(
+        report = ingest_files(
             conn,
             paths,
             kinds=[kind] * len(paths) if kind else None,
             validate_bars=res.validate_bars,
         )
+    written = [SCHEMAS[k].table for k, n in report.added.items() if n]
+    refresh_statistics(res.engine, written, report.total_added)
+    return report
 
 
 def record(res: Resources, kind: str, rows: Sequence[Mapping[str, object]]) -> IngestReport:
@@ -162,10 +169,12 @@ def admit(res: Resources) -> AdmissionResult:
     "another admission is running").
     """
     with res.engine.begin() as conn:
-        return admit_batch(
+        result = admit_batch(
             conn,
             res.registry.ids,
             res.validate_admission,
             min_points=res.min_evaluation_points,
             lock_wait_s=res.admission_lock_wait_s,
         )
+    refresh_statistics(res.engine, ADMISSION_TABLES, result.rows_in)
+    return result

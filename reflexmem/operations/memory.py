@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 import sqlalchemy as sa
 
+from reflexmem.ledger.statistics import refresh_statistics
 from reflexmem.memory.cycle import EpisodeInput
 from reflexmem.memory.distill import DistillReport
 from reflexmem.memory.ledger_agents import MemoryLedger
@@ -34,6 +35,9 @@ from reflexmem.reflection.locks import role_lock
 
 CHUNK = 50_000
 """Cases recorded per transaction: bounded memory, and a crash loses at most one chunk."""
+
+EPISODE_TABLES = ("episodes", "memory_entries", "memory_sources")
+"""What recording episodes writes in bulk (its statistics are refreshed after it)."""
 
 ROLE_SCHEDULE = LearningSchedule(distill=MergeConfig(gist=lesson_gist))
 """Role namespaces: the spec's schedule, with repeated lessons merged into one lineage."""
@@ -145,6 +149,7 @@ def record_episodes(
     ledger = _ledger(res, namespace)
     with role_lock(res.engine, role_id):
         report = _record_locked(res, ledger, role_id, namespace, profile, chunk)
+    refresh_statistics(res.engine, EPISODE_TABLES, report.recorded)
     if report.distilled is None:
         return report
     return replace(report, distilled=_traced(res, report.distilled, cycle_id))

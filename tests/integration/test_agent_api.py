@@ -312,3 +312,35 @@ def test_a_body_over_the_limit_is_413_before_it_is_parsed(engine: sa.Engine) -> 
         fits = client.post("/v1/decisions", json=DECISION)
         assert fits.status_code == 200, fits.text
     assert scalar(engine, "SELECT COUNT(*) FROM trading_decisions") == 1
+
+
+@pytest.mark.parametrize("wait_s", [10.0, 0.001])
+def test_concurrent_writers_get_200_or_503_never_500_and_nothing_acknowledged_is_lost(
+    engine: sa.Engine, wait_s: float
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    settings = Settings(
+        api_token=SecretStr(TOKEN), role_memory_mode=MemoryMode.SHADOW, api_write_wait_s=wait_s
+    )
+
+    def write(i: int) -> tuple[int, str | None]:
+        batch = [
+            {**DECISION, "decision_id": f"api-c{i}-{j}", "rationale": f"writer {i}"}
+            for j in range(20)
+        ]
+        with httpx.Client(base_url=url, headers=AUTH, timeout=60) as client:
+            response = client.post("/v1/decisions", json=batch)
+            return response.status_code, response.headers.get("retry-after")
+
+    with (
+        LoopbackServer(create_app(make_resources(engine), settings)) as url,
+        ThreadPoolExecutor(12) as pool,
+    ):
+        answers = list(pool.map(write, range(24)))
+    statuses = [s for s, _ in answers]
+    assert set(statuses) <= {200, 503}, statuses
+    assert all(retry == "1" for s, retry in answers if s == 503)
+    assert scalar(engine, "SELECT COUNT(*) FROM trading_decisions") == 20 * statuses.count(200)
+    if wait_s >= 1.0:
+        assert statuses == [200] * 24  # a patient gate lets every writer through

@@ -6,8 +6,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+import sqlalchemy as sa
 from typer.testing import CliRunner
 
+from adapters.db import make_engine
 from apps.cli import app
 from apps.deploy.doctor import run_doctor
 from reflexmem.operations import intake
@@ -83,6 +85,23 @@ def test_doctor_reports_a_healthy_store_with_counts_after_admission(
         assert late.exit_code == 1
         rows = CliRunner().invoke(app, ["audit", "--state", "stale", "--json"])
         assert rows.exit_code == 0
+        # A case pending for insufficient data can never be measured: it is counted
+        # apart as unmeasurable, never as stale.
+        n_stale = late.tables["health"]["stale_pending"]
+        engine = make_engine(settings.resolved_database_url)
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text(
+                    "UPDATE role_cases SET pending_reason = 'insufficient_data' "
+                    "WHERE state = 'pending'"
+                )
+            )
+        engine.dispose()
+        later = run_doctor(settings, now=datetime(2100, 1, 1, tzinfo=UTC))
+        assert n_stale > 0
+        assert later.tables["health"]["stale_pending"] == 0
+        assert later.tables["health"]["unmeasurable"] == result.pending
+        assert later.exit_code == 0
     audit = CliRunner().invoke(app, ["audit", "--json", "--state", "quarantined"])
     listed = json.loads(audit.stdout)
     assert listed["count"] == result.quarantined
