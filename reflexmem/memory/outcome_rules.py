@@ -57,6 +57,7 @@ import numpy as np
 from reflexmem.ledger.enums import EntryState, Tier
 from reflexmem.memory.contrast import Contrast, Moments, contrast, spent_alpha
 from reflexmem.memory.entries import MemoryEntry
+from reflexmem.memory.rule_entries import pattern_entry, rule_entry
 from reflexmem.memory.store import MemoryStore
 
 
@@ -102,23 +103,6 @@ class RulesOutcome:
     refused: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _sentence(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
-def describe(condition: str) -> str:
-    """A condition tag in words."""
-    kind, _, value = condition.partition(":")
-    return {
-        "missing": f"required evidence '{value}' missing or stale",
-        "against": "the decision went against the role's own signal",
-        "direction": f"{value} decisions",
-        "symbol": f"decisions on {value}",
-        "scenario": f"scenario {value}",
-        "regime": f"regime {value}",
-    }.get(kind, condition)
-
-
 def _newest(
     store: MemoryStore,
     namespace: str,
@@ -141,104 +125,6 @@ def _moments(episodes: Sequence[MemoryEntry], condition: str | None = None) -> M
         e.outcome
         for e in episodes
         if e.outcome is not None and (condition is None or condition in e.tags)
-    )
-
-
-def _pattern(
-    namespace: str,
-    condition: str,
-    carriers: Moments,
-    rest: Moments,
-    prev: MemoryEntry | None,
-    sources: tuple[str, ...],
-    end: int,
-    cfg: RuleConfig,
-) -> MemoryEntry:
-    c = contrast(carriers, rest)
-    screened = (
-        c is not None and min(c.n_in, c.n_out) >= cfg.min_support and c.p_value < cfg.screen_p
-    )
-    if c is None:
-        text = f"{_sentence(describe(condition))}: {carriers.n} episode(s), too few to compare."
-    else:
-        text = (
-            f"{_sentence(describe(condition))}: mean outcome {c.mean_in:+.2f} over "
-            f"{c.n_in} episodes against {c.mean_out:+.2f} over the role's other {c.n_out} "
-            f"(difference {c.effect:+.2f}, 95% CI {c.ci_low:+.2f} to {c.ci_high:+.2f}, "
-            f"p={c.p_value:.3g}; loss rate {c.loss_in:.0%} vs {c.loss_out:.0%})."
-        )
-    return MemoryEntry(
-        id=f"sem:{namespace}:{condition}@{end}",
-        namespace=namespace,
-        tier=Tier.SEMANTIC,
-        text=text,
-        tags=(condition,),
-        quality=1.0,
-        created_episode=end - 1,
-        source_ids=sources + ((prev.id,) if prev else ()),
-        state=EntryState.ACTIVE if screened else EntryState.CANDIDATE,
-        support=carriers.n,
-        confidence=1.0 - (c.p_value if c else 1.0),
-        outcome=max(-1.0, min(1.0, carriers.mean or 0.0)),
-        wins=carriers.n - carriers.losses if carriers.n else 0,
-        losses=carriers.losses,
-        stats={
-            "carriers": carriers.as_json(),
-            "rest": rest.as_json(),
-            "contrast": c.as_json() if c else None,
-        },
-    )
-
-
-def _rule(
-    pattern: MemoryEntry, state: EntryState, suffix: str, stats: Mapping[str, Any], *sources: str
-) -> MemoryEntry:
-    condition = pattern.tags[0]
-    direction = int(stats["direction"])
-    advice = "favour it" if direction > 0 else "avoid it or size down"
-    formed = stats["formed"]
-    confirm = stats.get("confirm")
-    proof = (
-        f"confirmed on later episodes: {confirm['effect']:+.2f} "
-        f"(95% CI {confirm['ci_low']:+.2f} to {confirm['ci_high']:+.2f}, "
-        f"{confirm['n_in']} vs {confirm['n_out']}, one-sided p={confirm['p_value']:.3g} "
-        f"at level {confirm['alpha']:.3g})"
-        if confirm
-        else "awaiting confirmation on later episodes"
-    )
-    counts = (
-        f"; since then {stats['helpful']} helpful, {stats['harmful']} harmful"
-        if "helpful" in stats
-        else ""
-    )
-    turned = stats.get("turned")
-    if turned:
-        counts += (
-            f"; retired: since confirmation {turned['effect']:+.2f} "
-            f"(p={turned['p_value']:.3g} the other way)"
-        )
-    text = (
-        f"Rule: when {describe(condition)}, outcomes were "
-        f"{'better' if direction > 0 else 'worse'} than the role's others by "
-        f"{abs(formed['effect']):.2f} where it was formed ({formed['n_in']} vs "
-        f"{formed['n_out']}); {proof}{counts}: {advice}."
-    )
-    return MemoryEntry(
-        id=f"proc:{pattern.namespace}:{condition}{suffix}",
-        namespace=pattern.namespace,
-        tier=Tier.PROCEDURAL,
-        text=text,
-        tags=(condition, f"polarity:{'positive' if direction > 0 else 'negative'}"),
-        quality=pattern.quality,
-        created_episode=pattern.created_episode,
-        source_ids=(pattern.id, *sources),
-        state=state,
-        support=pattern.support,
-        confidence=pattern.confidence,
-        outcome=pattern.outcome,
-        wins=int(stats.get("helpful", 0)),
-        losses=int(stats.get("harmful", 0)),
-        stats=dict(stats),
     )
 
 
@@ -329,7 +215,7 @@ class _Window:
                     src for e in current if condition in e.tags for src in (e.source_ids or (e.id,))
                 )
             )
-            pattern = _pattern(
+            pattern = pattern_entry(
                 self.namespace,
                 condition,
                 carriers,
@@ -337,7 +223,8 @@ class _Window:
                 prev,
                 sources,
                 self.end,
-                cfg,
+                cfg.min_support,
+                cfg.screen_p,
             )
             if not self.put(pattern, self.out.written):
                 continue
@@ -361,7 +248,7 @@ class _Window:
                     "formed": formed,
                     "base": _base(pattern),
                 }
-                candidate = _rule(pattern, EntryState.CANDIDATE, "", stats)
+                candidate = rule_entry(pattern, EntryState.CANDIDATE, "", stats)
                 if self.put(candidate, self.out.promoted):
                     rules[condition] = candidate
             return
@@ -394,7 +281,7 @@ class _Window:
         if confirmed:
             stats |= {"helpful": 0, "harmful": 0, "base": _base(pattern)}
         state = EntryState.ACTIVE if confirmed else EntryState.RETIRED
-        judged = _rule(pattern, state, f"@{self.end}", stats, rule.id)
+        judged = rule_entry(pattern, state, f"@{self.end}", stats, rule.id)
         if self.put(judged, self.out.confirmed if confirmed else self.out.rejected):
             self.store.set_state(rule.id, EntryState.SUPERSEDED)
             rules[pattern.tags[0]] = judged
@@ -417,7 +304,7 @@ class _Window:
             stats["turned"] = since.as_json() if since else None
         state = EntryState.RETIRED if turned else EntryState.ACTIVE
         into = self.out.rejected if turned else []
-        followed = _rule(pattern, state, f"@{self.end}", stats, rule.id)
+        followed = rule_entry(pattern, state, f"@{self.end}", stats, rule.id)
         if self.put(followed, into):
             self.store.set_state(rule.id, EntryState.SUPERSEDED)
             rules[condition] = followed
