@@ -53,19 +53,19 @@ EFFECTS = (0.1, 0.25, 0.5, 1.0)
 HEADLINE = 0.5
 
 
-def learn(frame: pl.DataFrame, role_id: str) -> tuple[InMemoryStore, int]:
+def learn(frame: pl.DataFrame, role_id: str) -> tuple[list[MemoryEntry], int]:
     """Record the episodes through the cycle's learning function.
 
-    Returns the rules active when the test period began (a copy) and its first index.
+    Returns the rules active when the test period began and that period's first index.
     """
     namespace = role_namespace(role_id)
     store = InMemoryStore()
     state = LearningState.initial(default_policies())
     test_start = int(frame.height * (1.0 - TEST_SHARE))
-    snapshot: InMemoryStore | None = None
+    active: list[MemoryEntry] | None = None
     for i, row in enumerate(frame.iter_rows(named=True)):
-        if i == test_start:
-            snapshot = _active_rules(store, namespace)
+        if i == test_start:  # entries are immutable: the list keeps what was active then
+            active = list(store.entries(namespace, (Tier.PROCEDURAL,), (EntryState.ACTIVE,)))
         episode = EpisodeInput(
             text=row["text"],
             outcome=float(row["outcome"]),
@@ -76,20 +76,8 @@ def learn(frame: pl.DataFrame, role_id: str) -> tuple[InMemoryStore, int]:
             decision_id=row["decision_id"],
         )
         state, _ = settle_episode(ROLE_SCHEDULE, store, namespace, state, i, episode)
-    assert snapshot is not None
-    return snapshot, test_start
-
-
-def _active_rules(store: InMemoryStore, namespace: str) -> InMemoryStore:
-    """A store holding only the namespace's active rules at this moment (a frozen copy)."""
-    copy = InMemoryStore()
-    for rule in store.entries(namespace, (Tier.PROCEDURAL,), (EntryState.ACTIVE,)):
-        copy.put(rule)
-    return copy
-
-
-def _rules(store: InMemoryStore, role_id: str) -> list[MemoryEntry]:
-    return list(store.entries(role_namespace(role_id), (Tier.PROCEDURAL,)))
+    assert active is not None
+    return active, test_start
 
 
 def _held_effect(held: np.ndarray, ret: np.ndarray) -> dict[str, Any] | None:
@@ -109,16 +97,16 @@ def judge(stream: Stream, registry: RoleRegistry, role_id: str) -> dict[str, Any
     """Learn one stream; what became active, and the held-out effects of learner and oracle."""
     started = time.perf_counter()
     frame = episode_frame(stream.cases, registry)
-    rules_then, test_start = learn(frame, role_id)
+    active, test_start = learn(frame, role_id)
     seconds = time.perf_counter() - started
     test = frame.slice(test_start)
     ret = stream.cases["realized_return"].slice(test_start).to_numpy()
-    avoid = [r.tags[0] for r in _rules(rules_then, role_id) if r.stats and r.stats["direction"] < 0]
+    avoid = [r.tags[0] for r in active if r.stats and r.stats["direction"] < 0]
     tags = test["tags"].to_list()
     held = np.array([any(c in t for c in avoid) for t in tags], dtype=bool)
     out: dict[str, Any] = {
         "planted": stream.planted,
-        "active_at_test": sorted(r.tags[0] for r in _rules(rules_then, role_id)),
+        "active_at_test": sorted(r.tags[0] for r in active),
         "found": stream.planted in avoid,
         "learner": _held_effect(held, ret) if held.any() else None,
         "rule": None,

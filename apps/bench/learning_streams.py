@@ -145,7 +145,8 @@ def generate(
     logc = np.log(bars.closes)
     steps = np.diff(logc, axis=0)
     trail = logc[bar, sym] - logc[bar - LOOKBACK, sym]
-    sd = np.array([steps[b - LOOKBACK : b, a].std(ddof=1) for b, a in zip(bar, sym, strict=True)])
+    sums = _prefix_sums(steps)
+    sd = _window_sd(sums, bar - LOOKBACK, bar, sym)
     signal = np.tanh(trail / (np.maximum(sd, 1e-9) * np.sqrt(LOOKBACK)))
     follow = rng.random(n) < FOLLOW_SIGNAL
     side = np.where(follow == (signal >= 0), 1.0, -1.0)
@@ -157,9 +158,7 @@ def generate(
     settle = np.arange(n) if kind == "planted" else rng.permutation(n)
     s_sym, s_bar = sym[settle], bar[settle]
     move = bars.closes[s_bar + horizon, s_sym] / bars.closes[s_bar, s_sym] - 1.0
-    path_sd = np.array(
-        [steps[b : b + horizon, a].std(ddof=1) for b, a in zip(s_bar, s_sym, strict=True)]
-    )
+    path_sd = _window_sd(sums, s_bar, s_bar + horizon, s_sym)
     raw = side[settle] * move
     planted, cost, carries = None, 0.0, np.zeros(n, dtype=bool)
     if kind == "planted":
@@ -214,6 +213,26 @@ def generate(
         }
     )
     return Stream(cases, planted, cost)
+
+
+def _prefix_sums(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cumulative sums of the steps and their squares per symbol, with a leading zero row."""
+    zero = np.zeros((1, steps.shape[1]))
+    return (
+        np.concatenate([zero, np.cumsum(steps, axis=0)]),
+        np.concatenate([zero, np.cumsum(steps * steps, axis=0)]),
+    )
+
+
+def _window_sd(
+    sums: tuple[np.ndarray, np.ndarray], lo: np.ndarray, hi: np.ndarray, sym: np.ndarray
+) -> np.ndarray:
+    """Sample standard deviation (ddof 1) of `steps[lo:hi, sym]` per decision, vectorized."""
+    total = sums[0][hi, sym] - sums[0][lo, sym]
+    squares = sums[1][hi, sym] - sums[1][lo, sym]
+    m = (hi - lo).astype(float)
+    variance = np.maximum(squares - total * total / m, 0.0) / (m - 1.0)
+    return np.asarray(np.sqrt(variance), dtype=float)
 
 
 def _iso(stamp: np.datetime64) -> str:

@@ -177,8 +177,9 @@ def _ledger_checks(
         return
     with engine.connect() as conn:
         counts = ledger_counts(conn)
-        clock = now or make_prices(settings, conn).newest() or datetime.now(UTC)
-        judge = stale_judge_for(settings, conn, registry, clock)
+        prices = make_prices(settings, conn)
+        clock = now or prices.newest() or datetime.now(UTC)
+        judge = stale_judge(prices, horizon_bars(registry) if registry else {}, clock)
         health = health_counts(conn, maturation_days(registry) if registry else {}, clock, judge)
     engine.dispose()
     unaccounted = counts.unaccounted_executions
