@@ -20,6 +20,13 @@ Reported:
   proceeds minus that of what is held, with Welch's 95 % interval.
 * **oracle** (the ceiling): the same held-out decisions checked by the planted
   condition itself.
+* **skills** (`learning_skills.py`): every confirmed avoid-rule becomes a check through
+  the generator's own function and is promoted by the lifecycle's own outcome step on
+  settled decisions, every `CHECK_EVERY` decisions. On null streams, the checks that
+  reached active (false discoveries); on planted ones, `skill_power` (the planted
+  condition's check active by the end), its effect on the decisions made after it
+  became active (which never judged it) with its interval, and that effect over the
+  oracle's on the same decisions.
 * the seconds, and the floor: one plain polars pass computing every condition's
   contrast over a whole stream (what any learner must at least do, once).
 
@@ -36,9 +43,9 @@ import numpy as np
 import polars as pl
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from apps.bench.learning_skills import CHECK_EVERY, Checks, held_effect, judged
 from apps.bench.learning_streams import Bars, Stream, generate
 from reflexmem.ledger.enums import EntryState, Tier
-from reflexmem.memory.contrast import Moments, contrast
 from reflexmem.memory.cycle import EpisodeInput, LearningState, settle_episode
 from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.ledger_mirror import role_namespace
@@ -53,10 +60,13 @@ EFFECTS = (0.1, 0.25, 0.5, 1.0)
 HEADLINE = 0.5
 
 
-def learn(frame: pl.DataFrame, role_id: str) -> tuple[list[MemoryEntry], int]:
+def learn(
+    frame: pl.DataFrame, role_id: str, checks: Checks | None = None
+) -> tuple[list[MemoryEntry], int]:
     """Record the episodes through the cycle's learning function.
 
     Returns the rules active when the test period began and that period's first index.
+    With `checks`, the skill steps run every `CHECK_EVERY` decisions on the way.
     """
     namespace = role_namespace(role_id)
     store = InMemoryStore()
@@ -66,6 +76,8 @@ def learn(frame: pl.DataFrame, role_id: str) -> tuple[list[MemoryEntry], int]:
     for i, row in enumerate(frame.iter_rows(named=True)):
         if i == test_start:  # entries are immutable: the list keeps what was active then
             active = list(store.entries(namespace, (Tier.PROCEDURAL,), (EntryState.ACTIVE,)))
+        if checks is not None and i and i % CHECK_EVERY == 0:
+            checks.run(store, checks.frame["decided_at_ts"][i - 1])
         episode = EpisodeInput(
             text=row["text"],
             outcome=float(row["outcome"]),
@@ -80,24 +92,12 @@ def learn(frame: pl.DataFrame, role_id: str) -> tuple[list[MemoryEntry], int]:
     return active, test_start
 
 
-def _held_effect(held: np.ndarray, ret: np.ndarray) -> dict[str, Any] | None:
-    c = contrast(Moments.of(ret[~held]), Moments.of(ret[held]))
-    if c is None:
-        return None
-    return {
-        "effect": c.effect,
-        "ci_low": c.ci_low,
-        "ci_high": c.ci_high,
-        "n_held": c.n_out,
-        "n_passed": c.n_in,
-    }
-
-
 def judge(stream: Stream, registry: RoleRegistry, role_id: str) -> dict[str, Any]:
     """Learn one stream; what became active, and the held-out effects of learner and oracle."""
     started = time.perf_counter()
     frame = episode_frame(stream.cases, registry)
-    active, test_start = learn(frame, role_id)
+    checks = Checks(role_id, registry, judged(stream.cases, registry))
+    active, test_start = learn(frame, role_id, checks)
     seconds = time.perf_counter() - started
     test = frame.slice(test_start)
     ret = stream.cases["realized_return"].slice(test_start).to_numpy()
@@ -108,17 +108,22 @@ def judge(stream: Stream, registry: RoleRegistry, role_id: str) -> dict[str, Any
         "planted": stream.planted,
         "active_at_test": sorted(r.tags[0] for r in active),
         "found": stream.planted in avoid,
-        "learner": _held_effect(held, ret) if held.any() else None,
+        "learner": held_effect(held, ret) if held.any() else None,
         "rule": None,
         "oracle": None,
+        "skills_active": checks.active(),
+        "skill_found": stream.planted in checks.active(),
+        "skill": None,
         "seconds": seconds,
     }
     if stream.planted is not None:
         oracle = stream.cases["planted"].slice(test_start).to_numpy()
-        out["oracle"] = _held_effect(oracle, ret)
+        out["oracle"] = held_effect(oracle, ret)
+        if out["skill_found"]:
+            out["skill"] = checks.after_activation(str(stream.planted), stream.cases["planted"])
         if out["found"]:
             mine = np.array([stream.planted in t for t in tags], dtype=bool)
-            out["rule"] = _held_effect(mine, ret)
+            out["rule"] = held_effect(mine, ret)
     return out
 
 
@@ -146,6 +151,13 @@ def _mean(values: Sequence[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
+def _ratio(skills: Sequence[dict[str, Any]]) -> float | None:
+    """Mean skill effect over the oracle's mean on the same decisions (after activation)."""
+    pairs = [(x["effect"], x["oracle_effect"]) for x in skills if x["oracle_effect"] is not None]
+    oracle = float(np.mean([o for _, o in pairs])) if pairs else 0.0
+    return float(np.mean([e for e, _ in pairs])) / oracle if oracle else None
+
+
 def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Power, intervals and effects over the seeds of one effect size.
 
@@ -156,6 +168,7 @@ def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """
     n = len(rows)
     rules = [r["rule"] for r in rows if r["rule"] is not None]
+    skills = [r["skill"] for r in rows if r["skill"] and r["skill"]["ci_low"] is not None]
     learner = [r["learner"]["effect"] if r["learner"] else 0.0 for r in rows]
     oracle = [r["oracle"]["effect"] for r in rows if r["oracle"] is not None]
     mean_l, mean_o = _mean(learner), _mean(oracle)
@@ -170,6 +183,11 @@ def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         / n,
         "learner_over_oracle": None if not (mean_l and mean_o) else mean_l / mean_o,
         "other_rules_active": sum(len(r["active_at_test"]) - int(r["found"]) for r in rows),
+        "skill_power": sum(1 for r in rows if r["skill_found"]) / n,
+        "skill_ci_excludes_zero": sum(1 for x in skills if x["ci_low"] > 0) / n,
+        "skill_effect_mean": _mean([x["effect"] for x in skills]),
+        "skill_over_oracle": _ratio(skills),
+        "other_skills_active": sum(len(r["skills_active"]) - int(r["skill_found"]) for r in rows),
         "planted_kinds": sorted({str(r["planted"]).split(":")[0] for r in rows}),
     }
 
@@ -234,6 +252,7 @@ def run_bench(
             "active_rules_total": int(sum(null_active)),
             "streams_with_any_active": int(sum(1 for a in null_active if a)),
             "false_discovery_share": sum(1 for a in null_active if a) / seeds,
+            "active_skills_total": int(sum(len(r["skills_active"]) for r in null_rows)),
         },
         "planted": _summary(planted[HEADLINE]) if HEADLINE in planted else None,
         "power_curve": [{"effect_sd": e, **_summary(rows)} for e, rows in planted.items()],

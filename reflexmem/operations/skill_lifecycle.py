@@ -8,9 +8,12 @@
   `active`; a *learned* check (not a restated evidence policy) instead needs its effect
   on realized returns of held-out decisions to be a gain with an interval above zero
   (`reflexmem.reflex.outcomes.outcome_evidence`); agreement with reflection's labels is
-  then only a diagnostic. Failing evidence rejects. Versions are judged cheapest layer
-  first, so a costlier form of a lesson is compared beside a cheaper form promoted in
-  the same run: "beside the active version" is literal.
+  then only a diagnostic. A check made from a confirmed outcome rule takes every step
+  on outcomes (`reflexmem.reflex.rule_checks.rule_step`): no label describes it, so it
+  is neither label-audited nor revalidated on labels. Failing evidence rejects.
+  Versions are judged cheapest layer first, so a costlier form of a lesson is compared
+  beside a cheaper form promoted in the same run: "beside the active version" is
+  literal.
 * `audit_skills` (the `audit` flow): a sample audit and drift detection of every active
   version on the decisions it checked since its last audit, and for a learned version
   its outcome effect since it became active; failing any quarantines it; a quarantined
@@ -57,6 +60,7 @@ from reflexmem.reflex.outcomes import (
     held_out_effect,
     outcome_evidence,
 )
+from reflexmem.reflex.rule_checks import is_rule_check, rule_step
 from reflexmem.reflex.tracking import transition_tracked
 from reflexmem.reflex.trading import TRADE_FAMILY, judged_frame, read_checks, read_episodes
 from reflexmem.reflex.versions import version_info
@@ -162,6 +166,8 @@ def _step(
     of held-out decisions made since it was created); a policy check, which restates its
     role's requirement, on shadow and rollout agreement as before.
     """
+    if is_rule_check(view.spec.provenance):
+        return rule_step(view, episodes, now)
     cluster_ids = [v.spec.skill_id for v in views if v.cluster == view.cluster]
     if view.state == S.CANDIDATE:
         found = evaluation_evidence(view, episodes)
@@ -235,6 +241,8 @@ def audit_skills(res: Resources, as_of: datetime | None = None) -> LifecycleRepo
                 _, move = _move(res, view, S.QUARANTINED, [turned], now, CheckKind.AUDIT)
                 moves.append(move)
                 continue
+            if is_rule_check(view.spec.provenance):
+                continue  # judged on outcomes alone: no label to audit it against
             result = audit(view, episodes, checks, after=after, through=now)
             if result is None:
                 waiting[view.key] = "too few checked decisions with a known outcome to audit"
@@ -252,6 +260,9 @@ def audit_skills(res: Resources, as_of: datetime | None = None) -> LifecycleRepo
                     conn, CheckKind.REVALIDATION, skill_id=view.spec.skill_id,
                     version=view.spec.version,
                 )  # fmt: skip
+            if is_rule_check(view.spec.provenance):
+                waiting[view.key] = "a rule's check is not revalidated on labels; it stays out"
+                continue
             newest = _newest(view, episodes)
             if newest is None or (tried is not None and tried >= newest):
                 waiting[view.key] = "no new decisions since the quarantine or the last try"
@@ -320,7 +331,8 @@ def skill_effects(res: Resources, as_of: datetime | None = None) -> EffectReport
     kinds: dict[str, str] = {}
     for view in sorted(views, key=lambda v: v.key):
         if any(state == "limited" for state, _ in view.history):
-            windows.extend(measure_effect(view, episodes, checks, through=now))
+            if not is_rule_check(view.spec.provenance):  # no label describes a rule's check
+                windows.extend(measure_effect(view, episodes, checks, through=now))
             outcomes[view.key] = held_out_effect(view, episodes, through=now)
             kinds[view.key] = check_kind(view.spec, res.registry)
     states = {v.key: str(v.state) for v in views}

@@ -3,10 +3,11 @@
 * `generate_candidates` clusters the reflected `trade_decision` episodes known at the
   cycle's clock by lesson (`reflexmem.reflex.clusters`), separates fixed conditions
   from variable arguments and registers L0, L1 and L2 candidates for every lesson not
-  generalised yet (`reflexmem.reflex.candidates`). The memory's procedural rules do not
-  enter here: they are tested on outcomes of conditions, not restated lessons
-  (`reflexmem.memory.outcome_rules`), and no label a skill could be evaluated against
-  describes them; turning a confirmed rule into a check is a seam left open. Each
+  generalised yet (`reflexmem.reflex.candidates`). Beside them, every confirmed
+  procedural rule of a role's memory that says its condition makes outcomes worse
+  (`reflexmem.memory.outcome_rules`) becomes an L0 check that holds such decisions,
+  once per condition (`reflexmem.reflex.rule_checks`, which says which conditions a
+  check can read and how such a check is promoted: on outcomes alone). Each
   version's sources are written to `skill_sources` in the registration's transaction,
   and every form of one lesson is registered in one transaction: a lesson is generated
   once (a rerun skips any lesson with a version), so a crash must never leave it half
@@ -30,8 +31,11 @@ import polars as pl
 import sqlalchemy as sa
 
 from reflexmem.ledger.bulk import bulk_insert
+from reflexmem.ledger.enums import EntryState, Tier
 from reflexmem.ledger.skill_cycle_models import CheckKind
 from reflexmem.ledger.sqlio import to_utc
+from reflexmem.memory.ledger_mirror import role_namespace
+from reflexmem.memory.ledger_store import LedgerMemoryStore
 from reflexmem.operations.resources import Resources
 from reflexmem.reflex.candidates import candidate_files
 from reflexmem.reflex.clusters import MIN_CLUSTER, describe, find_patterns
@@ -42,7 +46,9 @@ from reflexmem.reflex.cycle_ledger import (
     record_check,
     write_sources,
 )
+from reflexmem.reflex.evidence import VersionView
 from reflexmem.reflex.gate import check_frame
+from reflexmem.reflex.rule_checks import rule_check_file
 from reflexmem.reflex.skills import SkillSpec, parse_skill
 from reflexmem.reflex.snapshot import load_snapshot
 from reflexmem.reflex.tracking import Also, link_untracked, register_all_tracked, register_tracked
@@ -141,6 +147,9 @@ def generate_candidates(
             taken.add(skill_id.rsplit("_", 1)[0])
         # every form of the lesson in one transaction: "done" is per lesson (see above)
         register_all_tracked(res.engine, res.skill_tracker, forms, actor=ACTOR, now=now)
+    made, why = _rule_checks(res, now, load_views_now(res))
+    registered.extend(made)
+    skipped.update(why)
     return GenerationReport(
         as_of=now,
         episodes=judged.height,
@@ -148,6 +157,36 @@ def generate_candidates(
         registered=tuple(registered),
         skipped=skipped,
     )
+
+
+def load_views_now(res: Resources) -> list[VersionView]:
+    """Every registered trading version as the ledger holds it now."""
+    with res.engine.connect() as conn:
+        return load_views(conn)
+
+
+def _rule_checks(
+    res: Resources, now: datetime, views: list[VersionView]
+) -> tuple[list[str], dict[str, str]]:
+    """Register a check for every confirmed avoid-rule of a role without one yet."""
+    store = LedgerMemoryStore(res.engine)
+    done = generated_clusters(views)
+    registered: list[str] = []
+    skipped: dict[str, str] = {}
+    for role_id in sorted(res.registry.roles):
+        namespace = role_namespace(role_id)
+        for rule in store.entries(namespace, (Tier.PROCEDURAL,), (EntryState.ACTIVE,)):
+            if not rule.tags or (namespace, rule.tags[0]) in done:
+                continue
+            made = rule_check_file(rule, role_id, res.registry, now=now)
+            if isinstance(made, str):
+                skipped[rule.id] = made
+                continue
+            skill, text = made
+            spec = parse_skill(text, f"generated:{skill}.yaml", res.registry)
+            register_tracked(res.engine, res.skill_tracker, spec, actor=ACTOR, now=now)
+            registered.append(spec.key)
+    return registered, skipped
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,9 @@ class Need:
 
     `instead`, when set, is a second complete set that satisfies the move on its own:
     a learned check becomes active on outcome evidence alone, a policy check on shadow
-    and rollout (`reflexmem.operations.skill_lifecycle`).
+    and rollout (`reflexmem.operations.skill_lifecycle`); a check made from an outcome
+    rule takes every step on outcomes (`reflexmem.reflex.rule_checks`). Passing outcome
+    evidence is a gain; for `active` its interval must exclude zero.
     """
 
     passed: bool
@@ -81,10 +83,10 @@ class Need:
 
 K = EvidenceKind
 MOVES: Mapping[tuple[SkillState, SkillState], Need] = {
-    (S.CANDIDATE, S.VALIDATING): Need(True, all_of=(K.EVALUATION,)),
-    (S.CANDIDATE, S.REJECTED): Need(False, any_of=(K.EVALUATION, K.REVIEW)),
-    (S.VALIDATING, S.LIMITED): Need(True, all_of=(K.REPLAY,)),
-    (S.VALIDATING, S.REJECTED): Need(False, any_of=(K.REPLAY, K.EVALUATION, K.REVIEW)),
+    (S.CANDIDATE, S.VALIDATING): Need(True, all_of=(K.EVALUATION,), instead=(K.OUTCOME,)),
+    (S.CANDIDATE, S.REJECTED): Need(False, any_of=(K.EVALUATION, K.OUTCOME, K.REVIEW)),
+    (S.VALIDATING, S.LIMITED): Need(True, all_of=(K.REPLAY,), instead=(K.OUTCOME,)),
+    (S.VALIDATING, S.REJECTED): Need(False, any_of=(K.REPLAY, K.EVALUATION, K.OUTCOME, K.REVIEW)),
     (S.LIMITED, S.ACTIVE): Need(True, all_of=(K.SHADOW, K.ROLLOUT), instead=(K.OUTCOME,)),
     (S.LIMITED, S.REJECTED): Need(False, any_of=(K.SHADOW, K.ROLLOUT, K.OUTCOME, K.REVIEW)),
     (S.LIMITED, S.QUARANTINED): Need(False, any_of=(K.DRIFT, K.AUDIT, K.OUTCOME)),
@@ -187,10 +189,15 @@ def check_move(
                 f"{name}: evaluation accuracy {item.metrics['accuracy']:.3f} is below the "
                 f"quality floor {quality_floor:.3f}, so it cannot pass"
             )
-        if item.kind == K.OUTCOME and not item.metrics["ci_low"] > 0:
+        if item.kind == K.OUTCOME and not item.metrics["effect"] > 0:
             raise LifecycleError(
-                f"{name}: outcome evidence passes only when the interval of the check's effect "
-                f"on realized returns excludes zero on the gaining side (low "
+                f"{name}: outcome evidence passes only when the check's effect on realized "
+                f"returns is a gain (effect {item.metrics['effect']:+.4f})"
+            )
+        if item.kind == K.OUTCOME and to == S.ACTIVE and not item.metrics["ci_low"] > 0:
+            raise LifecycleError(
+                f"{name}: outcome evidence makes a check active only when the interval of its "
+                f"effect on realized returns excludes zero on the gaining side (low "
                 f"{item.metrics['ci_low']:+.4f})"
             )
         if item.kind == K.ROLLOUT and min(item.metrics["treated"], item.metrics["control"]) <= 0:

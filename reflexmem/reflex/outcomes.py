@@ -50,6 +50,8 @@ MAX_HELD = 200
 STOPPED = "stopped"
 CONFIDENCE = 0.95
 METHOD = "welch_t"
+RULE_PROVENANCE = "procedural_rule"
+"""The provenance of a check made from an outcome rule (`reflexmem.reflex.rule_checks`)."""
 
 
 @dataclass(frozen=True)
@@ -297,14 +299,16 @@ def held_out_rows(
 ) -> pl.DataFrame:
     """Decisions the check was not generated from, each with whether it would stop it.
 
-    Held out: in the check's scope, not among its sources, outside the fit split, and
-    made after the version was created (through `through`). `stopped` is the check's
-    own answer on the recorded observation, so every held-out decision counts, not only
-    those a rollout arm happened to route to it.
+    Held out: in the check's scope, not among its sources, outside the fit split (a
+    check made from an outcome rule was fitted on no split: its sources all precede its
+    creation), and made after the version was created (through `through`). `stopped`
+    is the check's own answer on the recorded observation, so every held-out decision
+    counts, not only those a rollout arm happened to route to it.
     """
     start = created_at(view) if after is None else max(after, created_at(view))
     rows = in_scope(view.spec, episodes, after=start, through=through)
-    rows = rows.filter(pl.col("split") != "fit")
+    if view.spec.provenance.get("kind") != RULE_PROVENANCE:
+        rows = rows.filter(pl.col("split") != "fit")
     return rows.with_columns(check_stops(view.spec, rows))
 
 

@@ -39,6 +39,7 @@ def test_null_streams_promote_no_rule(result: dict[str, object]) -> None:
     assert isinstance(null, dict)
     assert null["streams"] == 6
     assert null["active_rules_total"] == 0
+    assert null["active_skills_total"] == 0
 
 
 def test_a_planted_effect_is_found_and_its_held_out_interval_excludes_zero(
@@ -53,6 +54,13 @@ def test_a_planted_effect_is_found_and_its_held_out_interval_excludes_zero(
     assert one["rule_effect_mean"] > 0
     # The oracle sees the planted condition from the start: the ceiling is real.
     assert one["oracle_ci_excludes_zero"] == 1.0
+    # Skills: only a condition the decision record carries can become a check, and at
+    # 800 decisions it must also win its outcome steps; the one that did holds out, and
+    # holds exactly what the oracle holds after it became active.
+    assert one["skill_power"] >= 1 / 6
+    assert one["skill_ci_excludes_zero"] >= 1 / 6
+    assert one["skill_effect_mean"] > 0
+    assert one["skill_over_oracle"] == pytest.approx(1.0)
 
 
 def test_null_outcomes_do_not_depend_on_the_decision() -> None:

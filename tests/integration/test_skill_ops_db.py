@@ -9,6 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from reflexmem.operations import skill_lifecycle, skills
+from reflexmem.reflex.rule_checks import FIELDS as CHECKABLE
 from reflexmem.reflex.skills import SkillLoadError
 from reflexmem.reflex.versions import transitions_of
 from tests.integration.skill_data import clock_between, frame, reflected
@@ -106,7 +107,11 @@ def test_every_skill_version_is_in_the_mlflow_registry_with_parent_and_evidence(
         assert found.tags["reflexmem.skill_version"] == str(version)
         assert found.tags["reflexmem.lifecycle_state"] == state
         assert int(found.tags["reflexmem.source_experience_count"]) > 0
-        assert found.tags["reflexmem.provenance.pattern"].startswith("pattern:")
+        if found.tags["reflexmem.provenance.kind"] == "procedural_rule":  # a confirmed rule's
+            assert found.tags["reflexmem.provenance.rule"].startswith("proc:role:")
+            assert found.tags["reflexmem.provenance.pattern"].split(":")[0] in CHECKABLE
+        else:
+            assert found.tags["reflexmem.provenance.pattern"].startswith("pattern:")
         parent = "1" if version == 2 else "none"
         assert found.tags["reflexmem.parent_version"] == parent
         with engine.connect() as conn:

@@ -1,0 +1,145 @@
+"""The skill side of `bench learning`: confirmed rules become checks, promoted on outcomes.
+
+As the stream is learned, every `CHECK_EVERY` decisions the cycle's two skill steps run
+on what the memory holds at that moment: each confirmed avoid-rule without a check
+becomes one (`reflexmem.reflex.rule_checks.rule_check_file`, the generator's own
+function), and each pending check takes the moves its evidence allows
+(`rule_checks.rule_step`, the lifecycle's own step) on the decisions whose positions had
+settled by then. Nothing here decides a promotion: the production functions do, on the
+judged frame the ledger would hand them. Adapted to the benchmark is only where the
+decisions come from (the generated stream instead of the ledger) and the clock (the
+stream's decision times).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from reflexmem.ledger.enums import EntryState, Tier
+from reflexmem.ledger.reflex_enums import SkillState
+from reflexmem.memory.contrast import Moments, contrast
+from reflexmem.memory.ledger_mirror import role_namespace
+from reflexmem.memory.store import InMemoryStore
+from reflexmem.reflex.evidence import VersionView
+from reflexmem.reflex.outcomes import check_stops
+from reflexmem.reflex.rule_checks import rule_check_file, rule_step
+from reflexmem.reflex.skills import parse_skill
+from reflexmem.reflex.trading import observations, text_frame
+from reflexmem.registry import RoleRegistry
+
+CHECK_EVERY = 50
+"""Decisions between two runs of the skill steps: about a weekly cycle on this stream."""
+S = SkillState
+PENDING = (S.CANDIDATE, S.VALIDATING, S.LIMITED)
+
+
+def judged(cases: pl.DataFrame, registry: RoleRegistry) -> pl.DataFrame:
+    """The stream as the judged frame of `reflexmem.reflex.trading` (what checks decide on)."""
+    raw = cases.select(
+        "decision_id",
+        "role_id",
+        pl.lit("bench").alias("account"),
+        "symbol",
+        "direction",
+        "scenario",
+        pl.col("decided_at").dt.strftime("%Y-%m-%dT%H:%M:%S+00:00"),
+        "evidence",
+    )
+    obs = observations(raw, registry)
+    return text_frame(obs, registry).with_columns(
+        obs["decision_id"],
+        pl.lit(None, dtype=pl.String).alias("pattern"),
+        pl.lit("evaluation").alias("split"),
+        obs["decided_at"].alias("decided_at_ts"),
+        cases["realized_return"],
+        cases["settled_at"].alias("_settled"),
+    )
+
+
+def held_effect(held: np.ndarray, ret: np.ndarray) -> dict[str, Any] | None:
+    """Mean return of what proceeds minus what is held, Welch's 95 % interval (None: too few)."""
+    c = contrast(Moments.of(ret[~held]), Moments.of(ret[held]))
+    if c is None:
+        return None
+    return {
+        "effect": c.effect,
+        "ci_low": c.ci_low,
+        "ci_high": c.ci_high,
+        "n_held": c.n_out,
+        "n_passed": c.n_in,
+    }
+
+
+@dataclass
+class Checks:
+    """The rule checks of one stream and the moves they made."""
+
+    role_id: str
+    registry: RoleRegistry
+    frame: pl.DataFrame
+    views: dict[str, VersionView] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def run(self, store: InMemoryStore, now: datetime) -> None:
+        """One cycle's generation and promotion at `now`."""
+        namespace = role_namespace(self.role_id)
+        for rule in store.entries(namespace, (Tier.PROCEDURAL,), (EntryState.ACTIVE,)):
+            condition = rule.tags[0] if rule.tags else ""
+            if condition in self.views or condition in self.skipped:
+                continue
+            made = rule_check_file(rule, self.role_id, self.registry, now=now)
+            if isinstance(made, str):
+                self.skipped[condition] = made
+                continue
+            spec = parse_skill(made[1], f"generated:{made[0]}.yaml", self.registry)
+            self.views[condition] = VersionView(
+                spec, S.CANDIDATE, now, history=((str(S.CANDIDATE), now),)
+            )
+        known = self.frame.filter(pl.col("_settled") <= now)
+        for condition, view in self.views.items():
+            for _ in range(3):
+                if view.state not in PENDING:
+                    break
+                step = rule_step(view, known, now)
+                if isinstance(step, str):
+                    break
+                to = step[0]
+                view = replace(view, state=to, changed_at=now, history=(*view.history, (to, now)))
+                if to == S.LIMITED:
+                    view = replace(view, limited_at=now)
+                elif to == S.ACTIVE:
+                    view = replace(view, active_at=now)
+            self.views[condition] = view
+
+    def active(self) -> list[str]:
+        """Conditions whose check is active."""
+        return sorted(c for c, v in self.views.items() if v.state == S.ACTIVE)
+
+    def after_activation(self, condition: str, truth: pl.Series) -> dict[str, Any] | None:
+        """The check's effect on the decisions made after it became active (never judged it).
+
+        `truth` marks, per stream row, what the oracle holds; its effect on the same
+        decisions is returned beside (`oracle_effect`).
+        """
+        view = self.views.get(condition)
+        if view is None or view.active_at is None:
+            return None
+        rows = self.frame.with_columns(truth.alias("_truth"))
+        rows = rows.filter(
+            (pl.col("decided_at_ts") > view.active_at) & (pl.col("role_id") == self.role_id)
+        )
+        ret = rows["realized_return"].to_numpy()
+        found = held_effect(check_stops(view.spec, rows).to_numpy(), ret)
+        oracle = held_effect(rows["_truth"].to_numpy(), ret)
+        if found is None:
+            return None
+        return found | {"oracle_effect": oracle["effect"] if oracle else None}
+
+    def states(self) -> dict[str, str]:
+        """Every check's state, by condition."""
+        return {c: str(v.state) for c, v in sorted(self.views.items())}

@@ -1,0 +1,231 @@
+"""Learned checks from confirmed outcome rules, and the outcome steps that promote them.
+
+A procedural rule of a role's memory (`reflexmem.memory.outcome_rules`) that was
+confirmed on episodes that did not form it, and says its condition makes outcomes
+*worse*, becomes a pre-decision check: an L0 rule that holds the role's decisions
+carrying the condition and lets everything else proceed. It is a **learned** check
+(`outcomes.check_kind`): nothing in the role file asked for it.
+
+Only conditions a decision record carries when it is made can be checked before it:
+
+* ``direction:<d>``, ``symbol:<s>``, ``scenario:<x>``: the decision's own fields.
+* ``missing:<kind>``: not turned into a check. The role already requires that evidence;
+  its policy check enforces the requirement from the start, and a rule confirming that
+  the breach costs money is evidence *for the policy*, not something new to learn.
+* ``against:signal`` and ``regime:<r>``: measured at evaluation from prices, not in the
+  record a check reads; left as a seam (the rule still serves recall).
+* A rule that *favours* its condition: a check can only hold or send back, so there is
+  nothing for it to do.
+
+A rule check moves on realized outcomes only, each step on decisions the previous step
+did not read (:func:`next_move`):
+
+1. ``candidate -> validating``: the rule's confirmatory test itself, on episodes made
+   after the rule was formed (the check's effect is the negated rule contrast).
+2. ``validating -> limited``: a screen on decisions made since the check was created:
+   with `MIN_HELD` on each side, what it would hold did worse than what it lets pass.
+3. ``limited -> active``: on decisions made since it became limited, the interval of
+   its effect lies above zero (`outcomes.outcome_evidence`'s rule).
+
+A harmful effect (interval below zero) rejects at any step; no gain shown after
+`MAX_HELD` held decisions rejects too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+
+from reflexmem.ledger.reflex_enums import SkillState
+from reflexmem.ledger.skill_cycle_models import CheckKind
+from reflexmem.memory.entries import MemoryEntry
+from reflexmem.memory.rule_entries import describe
+from reflexmem.reflex.evidence import VersionView
+from reflexmem.reflex.lifecycle import Evidence, EvidenceKind
+from reflexmem.reflex.outcomes import (
+    CONFIDENCE,
+    MAX_HELD,
+    METHOD,
+    MIN_HELD,
+    RULE_PROVENANCE,
+    OutcomeEffect,
+    held_out_effect,
+)
+from reflexmem.reflex.skills import dump_yaml
+from reflexmem.reflex.trading import PROCEED, TRADE_ENVIRONMENT, TRADE_FAMILY, observation_schema
+from reflexmem.registry import RoleRegistry
+
+S = SkillState
+FIELDS = {"direction": "direction", "symbol": "symbol", "scenario": "scenario"}
+"""Condition kinds a check can read, and the observation field each one is."""
+HOLD = "hold"
+
+
+def stop_condition(condition: str) -> dict[str, Any] | str:
+    """The check's condition for a memory condition tag, or why there can be none."""
+    kind, _, value = condition.partition(":")
+    if kind in FIELDS and value:
+        return {"field": FIELDS[kind], "equals": value}
+    if kind == "missing":
+        return "restates the role's evidence requirement, which its policy check enforces"
+    return "not in the decision record a pre-decision check reads"
+
+
+def is_rule_check(provenance: Mapping[str, Any]) -> bool:
+    """Whether a skill version was generated from an outcome rule."""
+    return provenance.get("kind") == RULE_PROVENANCE
+
+
+def _slug(condition: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in condition.lower()).strip("_")
+
+
+def skill_id(role_id: str, condition: str) -> str:
+    """A readable skill ID: role, `avoid`, and the condition."""
+    return f"{role_id}_avoid_{_slug(condition)}"[:63].rstrip("_")
+
+
+def rule_check_file(
+    rule: MemoryEntry, role_id: str, registry: RoleRegistry, *, now: datetime
+) -> tuple[str, str] | str:
+    """(skill ID, YAML text) of the check a confirmed avoid-rule makes, or why none."""
+    stats = rule.stats or {}
+    confirm = stats.get("confirm")
+    if not confirm or not rule.tags:
+        return "the rule has not been confirmed on later episodes"
+    if int(stats.get("direction", 0)) >= 0:
+        return "the rule favours its condition: a check can only hold or send back"
+    condition = rule.tags[0]
+    when = stop_condition(condition)
+    if isinstance(when, str):
+        return when
+    scope = {"field": "role_id", "equals": role_id}
+    sid = skill_id(role_id, condition)
+    note = f"hold {{direction}} {{symbol}} for {{account}}: {describe(condition)} did worse"
+    verdict = {"status": "hold", "reason": f"rule:{_slug(condition)}"[:64], "note": note[:400]}
+    spec = {
+        "skill_id": sid,
+        "version": 1,
+        "owner": role_id,
+        "description": f"L0 check learned from an outcome rule: {rule.text}"[:1000],
+        "source_experiences": [rule.id],
+        "state": "candidate",
+        "provenance": {
+            "kind": RULE_PROVENANCE,
+            "namespace": rule.namespace,
+            "pattern": condition,
+            "rule": rule.id,
+            "rule_state": str(rule.state),
+            "generated_at": now.isoformat(),
+            "fixed_conditions": [condition],
+            "confirmation": dict(confirm),
+        },
+        "applicability": {
+            "task_family": TRADE_FAMILY,
+            "environment_version": TRADE_ENVIRONMENT,
+            "trigger": [scope],
+            "input_contract": observation_schema(registry),
+        },
+        "decision": {
+            "layer": "L0",
+            "options": [PROCEED, HOLD],
+            "procedure": {
+                "kind": "rules",
+                "rules": [
+                    {"when": [scope, when], "choose": HOLD, "reason": f"outcome rule {rule.id}"},
+                    {"when": [scope], "choose": PROCEED, "reason": "the condition does not hold"},
+                ],
+            },
+            "action": None,
+            "verdicts": {HOLD: verdict},
+            "confidence_floor": 1.0,
+        },
+        "validation": {"evaluation_set": [], "counter_examples": [], "quality_floor": 0.0},
+        "bounds": {"permissions": {"tools": [], "effects": ["read"]}, "retry_limit": 0},
+        "fallback": {"escalation_target": "L1", "previous_version": None},
+    }
+    header = "# Generated from a confirmed outcome rule; the ledger decides its state.\n"
+    return sid, header + dump_yaml(spec)
+
+
+def _evidence(eff: OutcomeEffect, verdict: str, passed: bool, **detail: Any) -> Evidence:
+    metrics = {
+        "n_passed": eff.n_passed,
+        "n_held": eff.n_held,
+        "effect": eff.effect or 0.0,
+        "ci_low": eff.ci_low if eff.ci_low is not None else 0.0,
+        "ci_high": eff.ci_high if eff.ci_high is not None else 0.0,
+    }
+    info = {"verdict": verdict, "method": METHOD, "confidence": CONFIDENCE, **detail}
+    return Evidence(EvidenceKind.OUTCOME, passed, metrics, info)
+
+
+def confirmation_evidence(provenance: Mapping[str, Any]) -> Evidence:
+    """The rule's confirmatory test as the check's first outcome evidence.
+
+    The rule's contrast is carriers minus the rest in outcome score; the check holds
+    the carriers, so its effect (passed minus held) is that contrast negated.
+    """
+    c = provenance["confirmation"]
+    eff = OutcomeEffect(
+        n_passed=int(c["n_out"]),
+        n_held=int(c["n_in"]),
+        mean_passed=c.get("mean_out"),
+        mean_held=c.get("mean_in"),
+        loss_rate_passed=c.get("loss_out"),
+        loss_rate_held=c.get("loss_in"),
+        effect=-float(c["effect"]),
+        ci_low=-float(c["ci_high"]),
+        ci_high=-float(c["ci_low"]),
+    )
+    return _evidence(
+        eff,
+        "gain",
+        True,
+        source="the rule's confirmatory test (outcome score, episodes after it was formed)",
+        rule=provenance.get("rule"),
+        p_value=c.get("p_value"),
+        alpha=c.get("alpha"),
+    )
+
+
+def next_move(state: SkillState, eff: OutcomeEffect) -> tuple[SkillState, Evidence] | str:
+    """The outcome step of a rule check from `validating` or `limited`, or why it waits.
+
+    `eff` is the check's effect on the decisions of the step's window (see module doc).
+    """
+    if eff.ci_low is None or eff.ci_high is None or min(eff.n_passed, eff.n_held) < MIN_HELD:
+        return f"fewer than {MIN_HELD} decisions on a side with a realized return since {state}"
+    if eff.ci_high < 0:
+        return S.REJECTED, _evidence(eff, "harm", False)
+    if state == S.VALIDATING:
+        target, gained = S.LIMITED, (eff.effect or 0.0) > 0
+    else:
+        target, gained = S.ACTIVE, eff.ci_low > 0
+    if gained:
+        return target, _evidence(eff, "gain", True)
+    if eff.n_held >= MAX_HELD:
+        return S.REJECTED, _evidence(eff, "none", False)
+    return f"no gain shown yet on {eff.n_held} held decisions (rejected at {MAX_HELD})"
+
+
+def rule_step(
+    view: VersionView, episodes: pl.DataFrame, now: datetime
+) -> tuple[SkillState, list[Evidence], CheckKind] | str:
+    """The next move of a pending rule check with its evidence, or why it waits.
+
+    `episodes` are the judged decisions (`trading.judged_frame`) with realized returns;
+    the windows are those of the module doc: since creation from `validating`, since
+    `limited_at` from `limited`.
+    """
+    if view.state == S.CANDIDATE:
+        return S.VALIDATING, [confirmation_evidence(view.spec.provenance)], CheckKind.EVALUATION
+    after = view.limited_at if view.state == S.LIMITED else None
+    step = next_move(view.state, held_out_effect(view, episodes, through=now, after=after))
+    if isinstance(step, str):
+        return step
+    kind = CheckKind.REPLAY if view.state == S.VALIDATING else CheckKind.SHADOW
+    return step[0], [step[1]], kind

@@ -1,0 +1,74 @@
+"""A confirmed avoid-rule of the memory becomes a learned check on the ledger, on both backends.
+
+The rule is written to the memory tables as distillation writes one (the production
+builders); candidate generation turns it into a check once, and the lifecycle moves it
+on realized returns alone. The figures of its outcome step are held to a plain polars
+computation on the same decisions.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+import sqlalchemy as sa
+from typer.testing import CliRunner
+
+from apps.cli import app
+from reflexmem.memory.ledger_store import LedgerMemoryStore
+from reflexmem.operations import skill_lifecycle, skills
+from reflexmem.reflex.outcomes import MIN_HELD
+from reflexmem.reflex.trading import judged_frame, read_episodes
+from tests.integration.skill_data import clock_between, reflected
+from tests.support import AS_OF, make_resources
+from tests.unit.reflex.trading_data import confirmed_rule
+
+
+def test_a_confirmed_avoid_rule_becomes_a_check_judged_on_outcomes(
+    engine: sa.Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    res = make_resources(engine)
+    first = reflected(res, tmp_path)
+    created = clock_between(first, 0.4)
+    with engine.connect() as conn:
+        episodes = judged_frame(read_episodes(conn, res.registry, through=AS_OF), res.registry)
+    later = episodes.filter(
+        (pl.col("decided_at_ts") > created)
+        & (pl.col("role_id") == "momentum")
+        & pl.col("realized_return").is_not_null()
+    )
+    symbol = str(later["symbol"].mode().sort()[0])
+    store = LedgerMemoryStore(engine)
+    store.put(confirmed_rule(f"symbol:{symbol}", -0.4))
+    policy = confirmed_rule("missing:technicals", -0.4)
+    store.put(policy)
+
+    report = skills.generate_candidates(res, as_of=created)
+    key = f"momentum_avoid_symbol_{symbol.lower()}@1"
+    assert key in report.registered
+    assert "policy check" in report.skipped[policy.id]
+    assert key not in skills.generate_candidates(res, as_of=created).registered  # once
+
+    first_run = skill_lifecycle.advance_skills(res, as_of=created)
+    (validated,) = [m for m in first_run.moves if m.skill == key]
+    assert (validated.frm, validated.to) == ("candidate", "validating")
+    assert validated.evidence["outcome"]["effect"] > 0  # the rule's confirmation, negated
+
+    second = skill_lifecycle.advance_skills(res, as_of=AS_OF)
+    held = later.filter(pl.col("symbol") == symbol)["realized_return"]
+    passed = later.filter(pl.col("symbol") != symbol)["realized_return"]
+    effect = float(passed.mean()) - float(held.mean())  # type: ignore[arg-type]
+    assert held.len() >= MIN_HELD
+    (step,) = [m for m in second.moves if m.skill == key and m.frm == "validating"]
+    assert step.evidence["outcome"]["effect"] == pytest.approx(effect, abs=1e-4)
+    assert step.evidence["outcome"]["n_held"] == held.len()
+    assert step.to == ("limited" if effect > 0 else "rejected")
+
+    monkeypatch.setenv("REFLEX_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("REFLEX_DATABASE_URL", engine.url.render_as_string(hide_password=False))
+    out = CliRunner().invoke(app, ["skills", "status", "--json", "--as-of", AS_OF.isoformat()])
+    assert out.exit_code == 0, out.output
+    (row,) = [r for r in json.loads(out.output)["versions"] if f"{r['skill']}" == key]
+    assert row["kind"] == "learned"

@@ -1,0 +1,186 @@
+"""A confirmed avoid-rule becomes a learned L0 check that moves on realized outcomes only."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+
+from reflexmem.ledger.reflex_enums import SkillState
+from reflexmem.reflex.evidence import VersionView
+from reflexmem.reflex.lifecycle import Evidence, check_move
+from reflexmem.reflex.outcomes import (
+    MAX_HELD,
+    MIN_HELD,
+    OutcomeEffect,
+    check_kind,
+    check_stops,
+    outcome_effect,
+)
+from reflexmem.reflex.rule_checks import (
+    confirmation_evidence,
+    next_move,
+    rule_check_file,
+    rule_step,
+    stop_condition,
+)
+from reflexmem.reflex.skills import parse_skill
+from reflexmem.registry import load_registry
+from tests.unit.reflex.trading_data import confirmed_rule
+
+S = SkillState
+NOW = datetime(2024, 3, 1, tzinfo=UTC)
+
+
+def test_only_conditions_of_the_decision_record_become_checks() -> None:
+    assert stop_condition("symbol:AAPL") == {"field": "symbol", "equals": "AAPL"}
+    assert stop_condition("direction:short") == {"field": "direction", "equals": "short"}
+    assert stop_condition("scenario:breakout") == {"field": "scenario", "equals": "breakout"}
+    assert "policy check" in str(stop_condition("missing:price_history"))
+    assert "not in the decision record" in str(stop_condition("against:signal"))
+
+
+def test_an_avoid_rule_becomes_a_learned_check_that_holds_its_carriers() -> None:
+    registry = load_registry()
+    made = rule_check_file(confirmed_rule("symbol:AAPL", -0.4), "momentum", registry, now=NOW)
+    assert not isinstance(made, str)
+    skill, text = made
+    spec = parse_skill(text, f"generated:{skill}.yaml", registry)
+    assert spec.skill_id == "momentum_avoid_symbol_aapl"
+    assert check_kind(spec, registry) == "learned"
+    rows = pl.DataFrame(
+        {
+            "_row": [0, 1, 2],
+            "role_id": ["momentum", "momentum", "valuation"],
+            "symbol": ["AAPL", "MSFT", "AAPL"],
+        }
+    )
+    # The carrier of the role is held; another symbol, or another role, proceeds.
+    assert check_stops(spec, rows).to_list() == [True, False, False]
+
+
+def test_rules_that_cannot_be_checked_say_why() -> None:
+    registry = load_registry()
+    favour = rule_check_file(confirmed_rule("symbol:AAPL", +0.4), "momentum", registry, now=NOW)
+    assert favour == "the rule favours its condition: a check can only hold or send back"
+    lacking = confirmed_rule("missing:price_history", -0.4)
+    missing = rule_check_file(lacking, "momentum", registry, now=NOW)
+    assert isinstance(missing, str)
+    assert "policy check" in missing
+    unconfirmed = confirmed_rule("symbol:AAPL", -0.4)
+    bare = replace(unconfirmed, stats={"direction": -1})
+    assert rule_check_file(bare, "momentum", registry, now=NOW) == (
+        "the rule has not been confirmed on later episodes"
+    )
+
+
+def test_the_rules_confirmation_is_legal_evidence_for_validating() -> None:
+    registry = load_registry()
+    made = rule_check_file(confirmed_rule("symbol:AAPL", -0.4), "momentum", registry, now=NOW)
+    assert not isinstance(made, str)
+    spec = parse_skill(made[1], "generated.yaml", registry)
+    evidence = confirmation_evidence(spec.provenance)
+    assert evidence.passed
+    assert evidence.metrics["effect"] > 0
+    check_move("x@1", S.CANDIDATE, S.VALIDATING, [evidence], quality_floor=0.0)
+
+
+def _effect(held_mean: float, n_held: int, seed: int = 0) -> OutcomeEffect:
+    rng = np.random.default_rng(seed)
+    frame = pl.DataFrame(
+        {
+            "stopped": [True] * n_held + [False] * 400,
+            "realized_return": np.concatenate(
+                [rng.normal(held_mean, 0.02, n_held), rng.normal(0.0, 0.02, 400)]
+            ),
+        }
+    )
+    return outcome_effect(frame)
+
+
+def _moved(state: SkillState, eff: OutcomeEffect) -> tuple[SkillState, Evidence]:
+    step = next_move(state, eff)
+    assert not isinstance(step, str), step
+    return step
+
+
+def test_outcome_steps_wait_gain_and_reject_as_the_figures_say() -> None:
+    assert isinstance(next_move(S.VALIDATING, _effect(-0.02, MIN_HELD - 1)), str)
+    to, ev = _moved(S.VALIDATING, _effect(-0.01, MIN_HELD))
+    assert to == S.LIMITED
+    check_move("x@1", S.VALIDATING, S.LIMITED, [ev], quality_floor=0.0)
+    to, ev = _moved(S.LIMITED, _effect(-0.02, 60))
+    assert to == S.ACTIVE
+    assert ev.metrics["ci_low"] > 0
+    check_move("x@1", S.LIMITED, S.ACTIVE, [ev], quality_floor=0.0)
+    # Harm rejects at once; no gain after MAX_HELD held decisions rejects too.
+    to, ev = _moved(S.LIMITED, _effect(+0.02, 60))
+    assert to == S.REJECTED
+    assert ev.detail["verdict"] == "harm"
+    check_move("x@1", S.LIMITED, S.REJECTED, [ev], quality_floor=0.0)
+    covering = _effect(0.0, 40, seed=3)
+    assert covering.ci_low is not None
+    assert covering.ci_low < 0 < (covering.ci_high or 0)
+    assert isinstance(next_move(S.LIMITED, covering), str)
+    none = OutcomeEffect(400, MAX_HELD, 0.0, 0.0, 0.5, 0.5, 0.0, -0.003, 0.003)
+    to, ev = _moved(S.LIMITED, none)
+    assert to == S.REJECTED
+    assert ev.detail["verdict"] == "none"
+
+
+def test_a_check_with_a_covering_interval_cannot_become_active() -> None:
+    covering = OutcomeEffect(400, 40, 0.0, -0.002, 0.5, 0.55, 0.002, -0.004, 0.008)
+    to, ev = _moved(S.VALIDATING, covering)
+    assert to == S.LIMITED  # a gain on the screen is enough for the rollout ...
+    with pytest.raises(ValueError, match="excludes zero"):  # ... never for active
+        check_move("x@1", S.LIMITED, S.ACTIVE, [ev], quality_floor=0.0)
+
+
+def _decisions(cost: float, n: int = 3000, seed: int = 11) -> pl.DataFrame:
+    """Hourly momentum decisions after NOW; AAPL's returns lower by `cost`."""
+    rng = np.random.default_rng(seed)
+    symbols = rng.choice(["AAPL", "MSFT", "NVDA", "AMZN", "GOOG"], n)
+    returns = rng.normal(0.0, 0.02, n) - cost * (symbols == "AAPL")
+    return pl.DataFrame(
+        {
+            "_row": np.arange(n),
+            "role_id": ["momentum"] * n,
+            "symbol": symbols,
+            "decided_at_ts": [NOW + timedelta(hours=i + 1) for i in range(n)],
+            "realized_return": returns,
+            "pattern": [None] * n,
+            "split": ["evaluation"] * n,
+        },
+        schema_overrides={"pattern": pl.String},
+    )
+
+
+def _walk(frame: pl.DataFrame) -> list[SkillState]:
+    """The states a rule check passes through when the cycle runs every 100 decisions."""
+    registry = load_registry()
+    made = rule_check_file(confirmed_rule("symbol:AAPL", -0.4), "momentum", registry, now=NOW)
+    assert not isinstance(made, str)
+    view = VersionView(parse_skill(made[1], "g.yaml", registry), S.CANDIDATE, NOW)
+    view = replace(view, history=(("candidate", NOW),))
+    seen = [view.state]
+    for k in range(100, frame.height + 1, 100):
+        now = NOW + timedelta(hours=k)
+        while view.state in (S.CANDIDATE, S.VALIDATING, S.LIMITED):
+            step = rule_step(view, frame.head(k), now)
+            if isinstance(step, str):
+                break
+            to, evidence, _ = step
+            check_move(view.key, view.state, to, evidence, quality_floor=0.0)
+            view = replace(view, state=to, limited_at=now if to == S.LIMITED else view.limited_at)
+            seen.append(to)
+    return seen
+
+
+def test_a_check_of_a_true_effect_becomes_active_and_of_none_does_not() -> None:
+    assert _walk(_decisions(cost=0.01)) == [S.CANDIDATE, S.VALIDATING, S.LIMITED, S.ACTIVE]
+    null = _walk(_decisions(cost=0.0))
+    assert S.ACTIVE not in null
+    assert null[-1] in (S.VALIDATING, S.LIMITED, S.REJECTED)
