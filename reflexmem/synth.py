@@ -8,6 +8,7 @@ mismatches. Generation is vectorized with numpy, so a million decisions take sec
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
@@ -72,8 +73,16 @@ def _iso(ts: np.ndarray) -> list[str]:
     return [t.isoformat() + "+00:00" for t in ts]
 
 
-def generate(prices: PricePanel, n: int, *, seed: int = 0) -> dict[str, pl.DataFrame]:
-    """Decisions, previews, executions, fills and outcomes for `n` decisions."""
+def generate(
+    prices: PricePanel, n: int, *, seed: int = 0, fill_cost: Mapping[str, float] | None = None
+) -> dict[str, pl.DataFrame]:
+    """Decisions, previews, executions, fills and outcomes for `n` decisions.
+
+    `fill_cost` plants a true effect in the user's data: per symbol, a fraction by which
+    its fills are worse than the close (a long pays more, a short receives less), so
+    those trades realize less than the market move. Nothing else marks them: only their
+    outcomes can teach it.
+    """
     rng = np.random.default_rng(seed)
     t_count, n_tickers = prices.closes.shape
     ts = np.asarray(prices.timestamps, dtype="datetime64[us]")
@@ -180,12 +189,16 @@ def generate(prices: PricePanel, n: int, *, seed: int = 0) -> dict[str, pl.DataF
             "executed_at": decided_us + np.timedelta64(4, "m"),
         }
     ).with_columns(pl.col("executed_at").dt.replace_time_zone("UTC"))
+    sign = np.where(direction == "long", 1.0, -1.0)
+    costs = fill_cost or {}
+    cost = np.array([costs.get(str(s), 0.0) for s in symbol]) if costs else np.zeros(n)
+    entry = close * (1 + sign * cost)
     fills = pl.DataFrame(
         {
             "fill_id": np.char.add("f", ids),
             "execution_id": execution_id,
             "quantity": rng.integers(1, 200, n).astype(float),
-            "price": close * (1 + rng.normal(0, 0.0005, n)),
+            "price": entry * (1 + rng.normal(0, 0.0005, n)),
             "fee": np.round(rng.random(n), 2),
             "filled_at": decided_us + np.timedelta64(5, "m"),
         }
@@ -194,7 +207,6 @@ def generate(prices: PricePanel, n: int, *, seed: int = 0) -> dict[str, pl.DataF
     settled = exit_bar < t_count
     safe_exit = np.minimum(exit_bar, t_count - 1)
     exit_close = prices.closes[safe_exit, tick]
-    sign = np.where(direction == "long", 1.0, -1.0)
     thin = settled & (rng.random(n) < 0.03)
     outcomes = pl.DataFrame(
         {
@@ -203,9 +215,9 @@ def generate(prices: PricePanel, n: int, *, seed: int = 0) -> dict[str, pl.DataF
             "status": np.where(settled, "settled", "open"),
             "opened_at": decided_us + np.timedelta64(5, "m"),
             "settled_at": np.where(settled, ts[safe_exit], np.datetime64("NaT")),
-            "entry_price": close,
+            "entry_price": entry,
             "exit_price": np.where(settled, exit_close, np.nan),
-            "realized_return": np.where(settled, sign * (exit_close / close - 1), np.nan),
+            "realized_return": np.where(settled, sign * (exit_close / entry - 1), np.nan),
             "evaluation_points": np.where(thin, 1, np.where(settled, HORIZON_BARS, 0)),
         }
     ).with_columns(

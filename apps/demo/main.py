@@ -45,7 +45,12 @@ def _inputs(runner: DemoRunner, res: Resources, rows: int, workdir: Path) -> dat
     )
     runner.heading("a decision stream on those prices, ingested in one transaction")
     panel = load_dfull()
-    stream = generate(panel, rows, seed=7)
+    stream = generate(panel, rows, seed=7, fill_cost=demo_skills.FILL_COST)
+    costly = ", ".join(f"{k} {v:.0%}" for k, v in demo_skills.FILL_COST.items())
+    console.print(
+        f"scenario: fills of {costly} worse than the close on every trade (a costly route): "
+        "no record says so, only realized outcomes can"
+    )
     first = stream["decisions"]["decided_at"].min()
     assert isinstance(first, datetime)
     lag = first + timedelta(days=demo_skills.LAG_DAYS)
@@ -86,7 +91,7 @@ def run_demo(settings: Settings, res: Resources, *, rows: int, console: Console)
     show_memory_line(res, console)
     runner.heading("recall in active mode shows every tier it holds; shadow mode has no recall")
     show_recall(res, console)
-    runner.heading("REFLEX skills: checks learned from lessons, their effect, the registry")
+    runner.heading("REFLEX skills: checks from lessons and outcome rules, effect, registry")
     demo_skills.show(res, runner.console)
     runner.heading("REFLEX structures: experiment B, selection loop, current structure")
     demo_structures(res, console)

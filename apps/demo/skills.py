@@ -6,7 +6,9 @@ arrive days later. So the demo backfills the stream's history week by week
 (`reflexmem.operations.backfill`, what `reflexmem backfill --every 7d` runs), each cycle
 at its own clock: nothing is judged before its time, exactly as the scheduled flows
 would run it. Two scenario events, both stated in
-the output, exercise the rest of the lifecycle:
+the output, exercise the rest of the lifecycle, and the data carries one true effect
+(`FILL_COST`: one symbol's fills are worse) for the memory's outcome rules to find and
+the checks made from them to earn their place on:
 
 * from `LAG_DAYS` after the first decision, the momentum desk's technicals feed lags two
   days (the decision records carry technicals two days old): the input drift an audit
@@ -42,6 +44,9 @@ from reflexmem.reflex.outcomes import OutcomeEffect
 
 FIRST_CLOCK_DAYS = 10
 LAG_DAYS = 55
+FILL_COST = {"JNJ": 0.02}
+"""The one true effect in the demo's data: JNJ fills 2 % worse (about 0.7 sd of a
+trade's return), for every role, from the first decision."""
 HEADLINE = "momentum_technicals_missing_rule"
 
 
@@ -141,7 +146,7 @@ def walk(res: Resources, console: Console, weeks: list[datetime], first: datetim
 def _brief(evidence: dict[str, dict[str, float]]) -> str:
     keys: tuple[str, ...] = (
         "n", "accuracy", "baseline_accuracy", "agreement", "p_worse", "treated", "control",
-        "p_below_floor", "n_recent",
+        "p_below_floor", "n_recent", "n_held", "effect", "ci_low", "ci_high",
     )  # fmt: skip
     parts = []
     for kind, metrics in evidence.items():
@@ -173,9 +178,10 @@ def show(res: Resources, console: Console) -> None:
         example = conn.execute(sa.text(_REQUEST_SQL), {"s": HEADLINE}).first()
     console.print(
         table(
-            "trading checks learned from lessons (state after the last week)",
+            "trading checks after the last week (<role>_avoid_<condition>: made from a "
+            "confirmed outcome rule)",
             ("skill", "layer", "state", "parent", "source experiences"),
-            [(f"{r[0]}@{r[1]}", r[2], r[3], r[5] or "-", r[6]) for r in rows],
+            [(f"{r[0]}@{r[1]}", r[2], r[3], r[5] or "-", r[6] or "outcome rule") for r in rows],
         )
     )
     effects = skill_effects(res)
