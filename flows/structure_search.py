@@ -14,6 +14,7 @@ from typing import Any
 from prefect import flow
 
 from flows.artifacts import table_artifact
+from flows.cycle import SCHEDULED
 from flows.settings import flow_settings
 from reflexmem.operations.structures import SearchParams, run_structure_search
 from tasks.runner import PrefectRunner
@@ -21,7 +22,7 @@ from tasks.runner import PrefectRunner
 STRUCTURE_SEARCH_CRON = "30 3 * * *"
 
 
-@flow(name="structure_search")
+@flow(name="structure_search", **SCHEDULED)
 def structure_search(
     database_url: str | None = None,
     tracking_uri: str | None = None,

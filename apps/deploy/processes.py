@@ -1,7 +1,12 @@
 """Processes of the stack: start in a new session, wait for health, stop by process group.
 
-A process is identified by its PID *and* its start time (psutil), so a PID the kernel
-reused for another program after ours died is never signalled.
+A process is identified by its PID *and* its command line (the one recorded at start),
+so a PID the kernel reused for another program after ours died is never signalled. The
+start time is recorded too but not relied on: it is derived from the wall clock at boot,
+and a clock that steps (NTP on a VM) moves it by seconds; a stop must never lose track
+of what it started. A stop signals the whole process group (the servers' workers and
+children too), also after its leader died, as long as no unrelated process took the
+leader's PID.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -57,15 +63,45 @@ def start_process(name: str, cmd: list[str], env: dict[str, str], logs: Path) ->
     }
 
 
+def _same_command(proc: psutil.Process, cmd: list[str]) -> bool:
+    """Whether `proc` runs `cmd` (a console script shows its interpreter first)."""
+    line = proc.cmdline()
+    return bool(cmd) and line[-len(cmd) :] == cmd
+
+
 def is_ours(entry: dict[str, Any]) -> bool:
-    """Whether the recorded process still runs (same PID and same start time)."""
+    """Whether the recorded process still runs: same PID and same command line."""
     try:
         proc = psutil.Process(int(entry["pid"]))
         if proc.status() == psutil.STATUS_ZOMBIE:
             return False
-        return abs(proc.create_time() - float(entry["started"])) < 1.0
-    except (psutil.NoSuchProcess, KeyError, ValueError):
+        return _same_command(proc, [str(c) for c in entry["cmd"]])
+    except (psutil.NoSuchProcess, psutil.AccessDenied, KeyError, ValueError):
         return False
+
+
+def group_members(entry: dict[str, Any]) -> list[int]:
+    """Live PIDs of the recorded process group, or [] when the group is not ours.
+
+    The group is ours while its leader is ours, or after the leader died as long as no
+    other program took the leader's PID (a new process could then lead the group).
+    """
+    pgid = int(entry.get("pgid", entry["pid"]))
+    cmd = [str(c) for c in entry["cmd"]]
+    try:
+        line = psutil.Process(pgid).cmdline()  # empty while it exits
+        if line and line[-len(cmd) :] != cmd:
+            return []  # the PID now belongs to another program
+    except (psutil.NoSuchProcess, psutil.AccessDenied):  # gone, or a zombie
+        pass
+    members: list[int] = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                members.append(proc.pid)
+        except (ProcessLookupError, psutil.NoSuchProcess, PermissionError):
+            continue
+    return members
 
 
 def wait_http(url: str, entry: dict[str, Any], timeout_s: float = STARTUP_TIMEOUT_S) -> float:
@@ -94,21 +130,32 @@ def wait_for(check: Callable[[], bool], what: str, timeout_s: float) -> None:
 
 
 def stop_process(entry: dict[str, Any], grace_s: float = 20.0) -> str:
-    """SIGTERM the recorded process group, SIGKILL after `grace_s`; what happened."""
-    if not is_ours(entry):
+    """SIGTERM the recorded process group, SIGKILL after `grace_s`; what happened.
+
+    "not running" (nothing of it was left), "stopped", "killed", or "could not stop
+    PIDs [...]" when members of the group survived SIGKILL.
+    """
+    if not group_members(entry):
         return "not running"
     pgid = int(entry.get("pgid", entry["pid"]))
-    try:
+    with suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return "not running"
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and is_ours(entry):
+    while time.monotonic() < deadline and group_members(entry):
         time.sleep(0.5)
-    if is_ours(entry):
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            return "stopped"
-        return "killed"
-    return "stopped"
+    if not group_members(entry):
+        return "stopped"
+    with suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and group_members(entry):
+        time.sleep(0.2)
+    left = group_members(entry)
+    return f"could not stop PIDs {left}" if left else "killed"
+
+
+def listening(port: int) -> bool:
+    """Whether something accepts TCP connections on loopback `port`."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex(("127.0.0.1", port)) == 0

@@ -13,9 +13,12 @@ and uses the PostgreSQL ledger (`REFLEX_DATABASE_URL` when it is PostgreSQL, els
 `reflex_ledger` database it creates, never migrates: `reflexmem db upgrade` is the one
 command that migrates). With a migrated ledger it deploys every flow to the pool
 (`apps.deploy.deployments.deploy_to_pool`). What it chose (URLs, ports, PIDs with their
-start times) goes to `REFLEX_HOME/stack/state.json`, written after each start, so
-`down` stops exactly the processes `up` started (by recorded PID and start time, the
-whole process group), even after a failed `up`, and nothing else.
+command lines) goes to `REFLEX_HOME/stack/state.json`, written after each start, so
+`down` stops exactly the processes `up` started (by recorded PID and command line, the
+whole process group, whatever the clock did), even after a failed `up`, and nothing
+else; it then checks that their ports are closed and keeps the state, saying what it
+could not stop, if anything survived. The Prefect server is told its own API URL for
+its UI. `status` reads the ledger's migration and the deployments live.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import socket
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import sqlalchemy as sa
@@ -35,6 +39,7 @@ from apps.deploy.processes import (
     StackError,
     free_port,
     is_ours,
+    listening,
     start_process,
     stop_process,
     tool,
@@ -206,9 +211,11 @@ def _start_prefect(
     settings: Settings, state: dict[str, Any], home: Path, logs: Path, timeout_s: float
 ) -> None:
     port = free_port()
-    cmd = [tool("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
-    entry = start_process("prefect-server", cmd, prefect_env(home), logs)
     url = f"http://127.0.0.1:{port}"
+    cmd = [tool("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    # the UI asks its browser to call this URL (its default, port 4200, is not ours)
+    env = {**prefect_env(home), "PREFECT_UI_API_URL": f"{url}/api"}
+    entry = start_process("prefect-server", cmd, env, logs)
     state["prefect"] = {**entry, "url": url, "api_url": f"{url}/api", "home": str(home)}
     _write_state(settings, state)
     state["prefect"]["startup_s"] = round(wait_http(f"{url}/api/health", entry, timeout_s), 1)
@@ -334,14 +341,23 @@ def _processes(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def down(settings: Settings) -> dict[str, str]:
-    """Stop the processes the recorded stack started (workers first); forget the state."""
+    """Stop the processes the recorded stack started (workers first), then check its ports.
+
+    The state is forgotten only when everything is stopped and no recorded port still
+    listens; otherwise it stays, and the result says what could not be stopped.
+    """
     state = read_state(settings)
     if state is None:
         return {}
     procs = _processes(state)
     order = sorted(procs, key=lambda k: (not k.startswith("worker"), k != "mlflow"))
     result = {name: stop_process(procs[name]) for name in order}
-    state_path(settings).unlink(missing_ok=True)
+    for name, entry in procs.items():
+        port = urlsplit(str(entry.get("url", ""))).port
+        if port is not None and listening(port):
+            result[name] += f"; port {port} still listening"
+    if all(v in ("stopped", "killed", "not running") for v in result.values()):
+        state_path(settings).unlink(missing_ok=True)
     return result
 
 
@@ -363,13 +379,30 @@ def status(settings: Settings) -> dict[str, Any]:
                 state["prefect"]["api_url"], entry["pool"], entry["name"]
             )
         report[name] = part
-    report["deployments"] = state.get("deployments", {})
+    report["ledger"] = {**state["ledger"], "migrated": ledger_current(state["ledger"]["url"])}
+    report["deployments"] = (
+        _deployments(state["prefect"]["api_url"])
+        if report.get("prefect", {}).get("healthy")
+        else state.get("deployments", {})
+    )
     report["up"] = all(
         p.get("healthy", p.get("online"))
         for k, p in report.items()
         if isinstance(p, dict) and "running" in p
     )
     return report
+
+
+def _deployments(api: str) -> dict[str, str]:
+    """Every deployment the stack's Prefect server holds now: name -> ID."""
+    from prefect.client.orchestration import get_client
+
+    try:
+        with _api(api), get_client(sync_client=True) as client:
+            found = client.read_deployments()
+    except Exception:
+        return {}
+    return {d.name: str(d.id) for d in found}
 
 
 def _answers(url: str) -> bool:

@@ -47,3 +47,12 @@ def test_failed_flow_is_recorded_in_ledger_and_prefect(tmp_path: Path) -> None:
             artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["flow-failure"]))
         )
     assert any(str(a.flow_run_id) == rows[0]["flow_run_id"] for a in artifacts)
+
+
+def test_every_deployed_flow_retries_and_records_its_failure() -> None:
+    from apps.deploy.deployments import specs
+    from flows.hooks import record_flow_failure
+
+    for spec in specs():
+        assert spec.flow.retries >= 1, spec.name
+        assert record_flow_failure in spec.flow.on_failure_hooks, spec.name

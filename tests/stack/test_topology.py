@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import sqlalchemy as sa
 
@@ -24,7 +25,7 @@ from adapters import migrate
 from adapters.db import make_engine
 from apps.deploy.deployments import MATURATION
 from apps.deploy.processes import is_ours
-from apps.deploy.stack import _api, deploy_stack, down, read_state, up
+from apps.deploy.stack import _api, deploy_stack, down, read_state, status, up
 from reflexmem.settings import Settings
 from tests.conftest import PG_ADMIN_URL, _pg_admin
 
@@ -142,6 +143,16 @@ def test_stack_runs_scheduled_flow_and_holds_overlap(stack_settings: Settings) -
         if r.data.tags.get("mlflow.source.name", "").endswith("maturation_check")
     ]
     assert any(r.info.status == "FINISHED" for r in cycle_runs), "no MLflow run on the server"
+    # `stack status` reads what is true now, not what `up` recorded before the deploy.
+    report = status(stack_settings)
+    assert report["up"] is True
+    assert report["ledger"]["migrated"] is True
+    assert report["deployments"][MATURATION] == deployment_id
+    # The UI calls the API this server listens on, not Prefect's default port.
+    assert psutil.Process(state["prefect"]["pid"]).environ()["PREFECT_UI_API_URL"] == api
+    stopped = down(stack_settings)
+    assert set(stopped.values()) <= {"stopped", "killed"}, stopped
+    assert read_state(stack_settings) is None
 
 
 def _mlflow_db(settings: Settings) -> str:
