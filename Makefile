@@ -11,10 +11,11 @@ bootstrap:
 sync: bootstrap
 	$(UV) sync --frozen
 
-# The demo starts from an empty embedded store: `db upgrade` is the one command that
-# creates or migrates a schema; every other command refuses an unmigrated ledger.
+# The demo starts from an empty embedded store: it deletes only a ledger a previous demo
+# made (`db drop-demo`), never another; `db upgrade` is the one command that creates or
+# migrates a schema; every other command refuses an unmigrated ledger.
 demo: sync
-	rm -f "$${REFLEX_HOME:-.reflex}"/ledger.sqlite "$${REFLEX_HOME:-.reflex}"/ledger.sqlite-wal "$${REFLEX_HOME:-.reflex}"/ledger.sqlite-shm
+	$(RUN) reflexmem db drop-demo
 	$(RUN) reflexmem db upgrade
 	$(RUN) reflexmem demo
 

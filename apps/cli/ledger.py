@@ -36,6 +36,18 @@ def db_upgrade() -> None:
         engine.dispose()
 
 
+@db_app.command("drop-demo")
+def db_drop_demo() -> None:
+    """Delete the embedded ledger a previous demo made (never any other ledger)."""
+    from apps.demo.fresh import NotDemoLedger, drop_demo_ledger
+
+    try:
+        console.print(drop_demo_ledger(Settings()))
+    except NotDemoLedger as exc:
+        err.print(f"[red]refused:[/red] {exc}")
+        raise typer.Exit(2) from exc
+
+
 @app.command()
 def ingest(
     paths: Annotated[
@@ -112,7 +124,17 @@ def demo(
     rows: Annotated[int, typer.Option(help="Decisions in the generated stream.")] = 20_000,
 ) -> None:
     """Run the main job on the embedded defaults, end to end (after `db upgrade`)."""
+    import os
+
+    from apps.demo.fresh import mark_if_new
     from apps.demo.main import run_demo
+    from apps.deploy.stack_live import paused_schedules
 
     settings = Settings()
-    run_demo(settings, open_resources(settings), rows=rows, console=console)
+    res = open_resources(settings)
+    mark_if_new(settings, res.engine)
+    # on a stack, its schedules wait: the demo runs the cycle at its own clocks
+    with paused_schedules(os.environ.get("PREFECT_API_URL")) as paused:
+        if paused:
+            console.print(f"paused {len(paused)} scheduled deployments for the demo's length")
+        run_demo(settings, res, rows=rows, console=console)

@@ -91,7 +91,7 @@ def status_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Each part of the recorded stack: running, healthy or online. Exit 1 if not all up."""
-    from apps.deploy.stack import status
+    from apps.deploy.stack_live import status
     from reflexmem.settings import Settings
 
     report = status(Settings())

@@ -18,7 +18,7 @@ command lines) goes to `REFLEX_HOME/stack/state.json`, written after each start,
 whole process group, whatever the clock did), even after a failed `up`, and nothing
 else; it then checks that their ports are closed and keeps the state, saying what it
 could not stop, if anything survived. The Prefect server is told its own API URL for
-its UI. `status` reads the ledger's migration and the deployments live.
+its UI. `stack_live.status` reads the ledger's migration and the deployments live.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 import sqlalchemy as sa
 
 from apps.deploy.processes import (
@@ -359,57 +358,6 @@ def down(settings: Settings) -> dict[str, str]:
     if all(v in ("stopped", "killed", "not running") for v in result.values()):
         state_path(settings).unlink(missing_ok=True)
     return result
-
-
-def status(settings: Settings) -> dict[str, Any]:
-    """Each recorded part: running or not, and whether its URL answers."""
-    state = read_state(settings)
-    if state is None:
-        return {"up": False, "state": str(state_path(settings))}
-    report: dict[str, Any] = {"state": str(state_path(settings)), "ledger": state["ledger"]}
-    checks = {"prefect": "/api/health", "mlflow": "/health"}
-    for name, entry in _processes(state).items():
-        part: dict[str, Any] = {"pid": entry["pid"], "running": is_ours(entry), "log": entry["log"]}
-        if name in checks:
-            part["url"] = entry["url"]
-            part["healthy"] = part["running"] and _answers(entry["url"] + checks[name])
-        else:
-            part["pool"] = entry["pool"]
-            part["online"] = part["running"] and _worker_online(
-                state["prefect"]["api_url"], entry["pool"], entry["name"]
-            )
-        report[name] = part
-    report["ledger"] = {**state["ledger"], "migrated": ledger_current(state["ledger"]["url"])}
-    report["deployments"] = (
-        _deployments(state["prefect"]["api_url"])
-        if report.get("prefect", {}).get("healthy")
-        else state.get("deployments", {})
-    )
-    report["up"] = all(
-        p.get("healthy", p.get("online"))
-        for k, p in report.items()
-        if isinstance(p, dict) and "running" in p
-    )
-    return report
-
-
-def _deployments(api: str) -> dict[str, str]:
-    """Every deployment the stack's Prefect server holds now: name -> ID."""
-    from prefect.client.orchestration import get_client
-
-    try:
-        with _api(api), get_client(sync_client=True) as client:
-            found = client.read_deployments()
-    except Exception:
-        return {}
-    return {d.name: str(d.id) for d in found}
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=5).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def shell_env(settings: Settings) -> dict[str, str]:

@@ -25,7 +25,8 @@ from adapters import migrate
 from adapters.db import make_engine
 from apps.deploy.deployments import MATURATION
 from apps.deploy.processes import is_ours
-from apps.deploy.stack import _api, deploy_stack, down, read_state, status, up
+from apps.deploy.stack import _api, deploy_stack, down, read_state, up
+from apps.deploy.stack_live import paused_schedules, status
 from reflexmem.settings import Settings
 from tests.conftest import PG_ADMIN_URL, _pg_admin
 
@@ -91,6 +92,13 @@ def _trigger(api: str, deployment_id: str) -> str:
         return str(client.create_flow_run_from_deployment(uuid.UUID(deployment_id)).id)
 
 
+def _paused(api: str, deployment_id: str) -> bool:
+    from prefect.client.orchestration import get_client
+
+    with _api(api), get_client(sync_client=True) as client:
+        return bool(client.read_deployment(uuid.UUID(deployment_id)).paused)
+
+
 def _cycle_runs(tracking_uri: str) -> list[Any]:
     import mlflow
 
@@ -150,6 +158,11 @@ def test_stack_runs_scheduled_flow_and_holds_overlap(stack_settings: Settings) -
     assert report["deployments"][MATURATION] == deployment_id
     # The UI calls the API this server listens on, not Prefect's default port.
     assert psutil.Process(state["prefect"]["pid"]).environ()["PREFECT_UI_API_URL"] == api
+    # The demo pauses the stack's schedules for its length, and resumes exactly those.
+    with paused_schedules(api) as paused:
+        assert paused == [MATURATION]
+        assert _paused(api, deployment_id) is True
+    assert _paused(api, deployment_id) is False
     stopped = down(stack_settings)
     assert set(stopped.values()) <= {"stopped", "killed"}, stopped
     assert read_state(stack_settings) is None
