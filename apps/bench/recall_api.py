@@ -17,7 +17,8 @@ import itertools
 import secrets
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from apps.bench.support import scratch_settings, scratch_url
 from apps.service import agent_tools
 from apps.service.agent_tools import RecallRequest
 from reflexmem.operations.resources import Resources
+from reflexmem.registry import load_registry
 from reflexmem.settings import MemoryMode, Settings
 
 POLICY = "full_detailed"
@@ -191,6 +193,33 @@ def payloads(roles: Sequence[str], n: int, seed: int, k: int = 5) -> list[dict[s
     ]
 
 
+@contextmanager
+def served_store(
+    settings: Settings, backend: str, cases: int, seed: int
+) -> Iterator[tuple[Path, Settings, str]]:
+    """A scratch store of `cases` synthetic cases on the registered roles, for serving.
+
+    Yields its work folder, the settings to serve it with (a fresh bearer token, active
+    mode) and the token; the store is dropped afterwards.
+    """
+    with (
+        tempfile.TemporaryDirectory(prefix="reflex-bench-api-") as tmp,
+        scratch_url(settings, backend, Path(tmp)) as url,
+    ):
+        token = secrets.token_urlsafe(24)
+        bench = scratch_settings(url, Path(tmp), "api").model_copy(
+            update={"api_token": SecretStr(token), "role_memory_mode": MemoryMode.ACTIVE}
+        )
+        frames = case_frames(cases, seed)
+        registered_frames(frames, load_registry().ids)
+        engine = make_engine(url)
+        try:
+            load_cases(engine, frames)
+        finally:
+            engine.dispose()
+        yield Path(tmp), bench, token
+
+
 def run_bench(
     settings: Settings,
     *,
@@ -204,25 +233,11 @@ def run_bench(
     from adapters.resources import build_resources
     from apps.service.api import LoopbackServer, create_app
 
-    with (
-        tempfile.TemporaryDirectory(prefix="reflex-bench-recall-api-") as tmp,
-        scratch_url(settings, backend, Path(tmp)) as url,
-    ):
-        token = secrets.token_urlsafe(24)
-        bench = scratch_settings(url, Path(tmp), "api").model_copy(
-            update={"api_token": SecretStr(token), "role_memory_mode": MemoryMode.ACTIVE}
-        )
+    t0 = time.perf_counter()
+    with served_store(settings, backend, cases, seed) as (_, bench, token):
+        build_s = time.perf_counter() - t0
         res = build_resources(bench)
         roles = res.registry.ids
-        t0 = time.perf_counter()
-        frames = case_frames(cases, seed)
-        registered_frames(frames, roles)
-        engine = make_engine(url)
-        try:
-            load_cases(engine, frames)
-        finally:
-            engine.dispose()
-        build_s = time.perf_counter() - t0
         if progress:
             print(f"built {cases} cases in {build_s:.1f}s; serving on loopback")
         plan = payloads(roles, queries, seed)

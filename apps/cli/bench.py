@@ -76,6 +76,35 @@ def bench_recall_cmd(
     emit(result, as_json)
 
 
+@bench_app.command("api")
+def bench_api_cmd(
+    clients: Annotated[int, typer.Option(help="Concurrent recall clients.")] = 20,
+    writers: Annotated[int, typer.Option(help="Concurrent writers (one decision each).")] = 5,
+    seconds: Annotated[float, typer.Option(help="Length of the load.")] = 30.0,
+    backend: Annotated[str, typer.Option(help="sqlite or postgres.")] = "sqlite",
+    cases: Annotated[int, typer.Option(help="Role cases in the served store.")] = 20_000,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """The agent API under concurrent recall clients and writers, on loopback."""
+    from apps.bench.api_load import run_bench
+
+    check_backend(backend)
+    try:
+        with err.status(f"building {cases} cases, then {seconds:g} s of load", spinner="dots"):
+            result = run_bench(
+                Settings(),
+                backend=backend,
+                clients=clients,
+                writers=writers,
+                seconds=seconds,
+                cases=cases,
+            )
+    except (ValueError, RuntimeError) as exc:
+        err.print(f"[red]bench api:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    emit(result, as_json)
+
+
 @bench_app.command("memory")
 def bench_memory_cmd(
     episodes: Annotated[int, typer.Option(help="Episodes to time.")] = 2000,

@@ -18,12 +18,14 @@ the tests and `reflexmem bench recall --via api`.
 from __future__ import annotations
 
 import hmac
+import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from types import TracebackType
 from typing import Annotated, Any
 
+import sqlalchemy as sa
 from fastapi import Body, FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
@@ -134,24 +136,45 @@ class WriteGate:
     """One writer at a time on an embedded (SQLite) store; others wait, then get 503.
 
     SQLite has one write lock per file. Under WAL a transaction that read first and then
-    writes can fail at once with "database is locked" whatever the busy timeout, so
-    concurrent writers in one service process are serialised here instead: each waits
-    up to `wait_s` for its turn and is answered 503 with `Retry-After` past that, never
-    500. PostgreSQL takes row locks and needs no gate (`wait_s` None: no gate).
+    writes can fail at once with "database is locked" whatever the busy timeout, so the
+    service's writers (records, preview consumption, and recall, which writes the recall
+    log and the bandit's state) are serialised here, each waiting up to `wait_s` for its
+    turn; a writer of another process (a cycle on the same file) can still take the lock
+    between a read and a write, so a "locked" failure is retried, with backoff, within
+    the same budget. Past it the answer is 503 with `Retry-After`, never 500; the
+    transaction was rolled back, so nothing is half written. PostgreSQL takes row locks
+    and needs no gate (`wait_s` None: no gate, no retry).
     """
 
     def __init__(self, wait_s: float | None) -> None:
         self.wait_s = wait_s
         self.lock = threading.Lock()
 
-    def __enter__(self) -> None:
-        if self.wait_s is not None and not self.lock.acquire(timeout=self.wait_s):
-            raise ToolFailure(
-                503, f"the store is busy with other writes; retry in {RETRY_AFTER_S} s", (), "busy"
-            )
+    def _busy(self) -> ToolFailure:
+        return ToolFailure(
+            503, f"the store is busy with other writes; retry in {RETRY_AFTER_S} s", (), "busy"
+        )
 
-    def __exit__(self, *exc: object) -> None:
-        if self.wait_s is not None:
+    def run(self, call: Callable[[], Any]) -> Any:
+        """`call()` in its turn, retried while the file is locked; 503 past the wait."""
+        if self.wait_s is None:
+            return call()
+        deadline = time.monotonic() + self.wait_s
+        if not self.lock.acquire(timeout=self.wait_s):
+            raise self._busy()
+        try:
+            delay = 0.01
+            while True:
+                try:
+                    return call()
+                except sa.exc.OperationalError as exc:
+                    if "database is locked" not in str(exc.orig):
+                        raise
+                    if time.monotonic() + delay > deadline:
+                        raise self._busy() from exc
+                    time.sleep(delay * (1.0 + random.random()))
+                    delay = min(delay * 2.0, 0.5)
+        finally:
             self.lock.release()
 
 
@@ -166,8 +189,7 @@ def _record_route(app: FastAPI, res: Resources, kind: str, gate: WriteGate) -> N
         single = isinstance(body, dict)
         rows = [body] if isinstance(body, dict) else body
         try:
-            with gate:
-                return agent_tools.record(res, kind, rows)
+            return gate.run(lambda: agent_tools.record(res, kind, rows))
         except ToolFailure as exc:
             if single and exc.loc and exc.loc[0] == 0:
                 exc.loc = exc.loc[1:]
@@ -212,8 +234,7 @@ def create_app(res: Resources, settings: Settings, mode: MemoryMode | None = Non
     def consume_preview(preview_id: str, body: ConsumeRequest) -> Any:
         """Consume a preview for a decision exactly once: 409 on a second consumption."""
         try:
-            with gate:
-                return agent_tools.consume(res, preview_id, body.decision_id)
+            return gate.run(lambda: agent_tools.consume(res, preview_id, body.decision_id))
         except ToolFailure as exc:
             prefix = ("path",) if exc.loc == ("preview_id",) else ("body",)
             return _failure(exc, prefix)
@@ -223,8 +244,8 @@ def create_app(res: Resources, settings: Settings, mode: MemoryMode | None = Non
         @app.post("/v1/recall", tags=["recall"])
         def recall(body: RecallRequest) -> Any:
             """Recall lessons, patterns and rules of one role under every constraint."""
-            try:
-                return agent_tools.recall(res, mode, body)
+            try:  # recall writes its log and the bandit's state: it is a writer too
+                return gate.run(lambda: agent_tools.recall(res, mode, body))
             except ToolFailure as exc:
                 return _failure(exc, ("body",))
 

@@ -86,8 +86,15 @@ class MemoryLedger:
             return existing
         self.guard(f"ensure_agent {agent_id!r}")
         chosen = tuple(policies) if policies is not None else default_policies()
-        with self.engine.begin() as conn:
-            insert_policies(conn, agent_id, chosen, start=0, reasons=[None] * len(chosen))
+        try:
+            with self.engine.begin() as conn:
+                insert_policies(conn, agent_id, chosen, start=0, reasons=[None] * len(chosen))
+        except sa.exc.IntegrityError:
+            # two first recalls of one agent at once: the other one created them
+            existing = self.policies(agent_id)
+            if existing:
+                return existing
+            raise
         return chosen
 
     def policies(self, agent_id: str) -> tuple[RetrievalPolicy, ...]:

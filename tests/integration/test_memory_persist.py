@@ -226,3 +226,35 @@ def test_the_pending_learning_state_stays_within_one_gate_span(engine: sa.Engine
     assert [e[0] for e in state["recent"]] == list(range(190, 237))  # 230 + 10 - 50 on
     assert {e[1] for e in state["recent"]} == {"compressed"}
     assert all(e[2] == 0.5 for e in state["recent"])
+
+
+def test_two_first_recalls_of_one_agent_at_once_share_one_set_of_policies(
+    engine: sa.Engine,
+) -> None:
+    import threading
+
+    barrier = threading.Barrier(8)
+    results: list[tuple[str, ...]] = []
+    errors: list[BaseException] = []
+
+    def first_use() -> None:
+        ledger = MemoryLedger(engine)
+        barrier.wait()  # every thread finds no policies, then all insert at once
+        try:
+            results.append(tuple(p.name for p in ledger.ensure_agent("racer")))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first_use) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    names = tuple(p.name for p in default_policies())
+    assert results == [names] * 8
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text("SELECT COUNT(*) FROM retrieval_policies WHERE agent_id = 'racer'")
+        ).scalar_one()
+    assert rows == len(names)
