@@ -119,6 +119,12 @@ class Settings(BaseSettings):
     """Largest request body `reflexmem api` reads; a larger one gets 413 unparsed."""
     api_write_wait_s: float = Field(default=10.0, gt=0)
     """On SQLite, how long a write to `reflexmem api` waits for its turn before a 503."""
+    api_rate_per_s: float = Field(default=500.0, ge=0)
+    """Requests a second one bearer token may send `reflexmem api` (0: no limit); past
+    it, 429 with `Retry-After`. The default is above what this service serves on two
+    cores, so it only stops a runaway loop."""
+    api_rate_burst: int = Field(default=1000, ge=1)
+    """How many requests one token may send at once before the rate applies."""
     prefect_api_url: str | None = Field(default=None, json_schema_extra=SECRET_URL)
     """Prefect API the doctor checks the schedule on (None: no schedule check)."""
     task_runner: Literal["threads", "dask"] = "threads"

@@ -6,7 +6,8 @@ whose endpoints call the tools of `apps/service/agent_tools.py` (each one operat
 nothing else. Every request must carry `Authorization: Bearer <REFLEX_API_TOKEN>`
 (401 otherwise, before any routing); the app refuses to be built without a token. A
 body over `REFLEX_API_MAX_BODY_BYTES` (default 1 MiB) is answered 413 before it is
-parsed. The
+parsed, and a token sending more than `REFLEX_API_RATE_PER_S` requests a second gets 429
+(`apps/service/middleware.py`). The
 recall endpoint is registered only in active mode: in shadow mode it does not exist
 (404), as the tool does not exist. Errors keep FastAPI's shape, `{"detail": [{"type",
 "loc", "msg"}]}`, with `loc` naming the field at fault. See `docs/api.md`.
@@ -17,11 +18,10 @@ the tests and `reflexmem bench recall --via api`.
 
 from __future__ import annotations
 
-import hmac
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Callable
 from types import TracebackType
 from typing import Annotated, Any
 
@@ -32,15 +32,10 @@ from pydantic import BaseModel, Field
 
 from apps.service import agent_tools
 from apps.service.agent_tools import RecallRequest, ToolFailure
+from apps.service.middleware import BearerAuth, BodyLimit, RateLimit
 from reflexmem.ingest.rows import RECORD_KINDS
 from reflexmem.operations.resources import Resources
 from reflexmem.settings import MemoryMode, Settings
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 Rows = dict[str, Any] | list[dict[str, Any]]
 
@@ -49,83 +44,6 @@ class ConsumeRequest(BaseModel):
     """Which decision consumes the preview."""
 
     decision_id: str = Field(min_length=1)
-
-
-class BearerAuth:
-    """ASGI middleware: every HTTP request needs the bearer token, or it gets 401.
-
-    It runs before routing, so without the token nothing (not even whether a route
-    exists) is disclosed. Tokens are compared in constant time.
-    """
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self.expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Pass an authorised request on; answer anything else 401."""
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        given = dict(scope.get("headers") or []).get(b"authorization", b"")
-        if hmac.compare_digest(given, self.expected):
-            await self.app(scope, receive, send)
-            return
-        response = _error(
-            401, "unauthorized", ["header", "authorization"], "a valid bearer token is required"
-        )
-        response.headers["WWW-Authenticate"] = "Bearer"
-        await response(scope, receive, send)
-
-
-def _error(status: int, kind: str, loc: list[str], msg: str) -> JSONResponse:
-    return JSONResponse({"detail": [{"type": kind, "loc": loc, "msg": msg}]}, status_code=status)
-
-
-class BodyLimit:
-    """ASGI middleware: a request body over `limit` bytes gets 413 before anything parses it.
-
-    A declared `Content-Length` over the limit is refused unread; a body sent in chunks
-    (or with a false length) is read up to the limit and refused at the first byte past
-    it, so at most `limit` bytes are ever held. Within the limit the body is handed on.
-    """
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    def _too_large(self) -> JSONResponse:
-        msg = f"the request body is larger than {self.limit} bytes (REFLEX_API_MAX_BODY_BYTES)"
-        return _error(413, "body_too_large", ["body"], msg)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Refuse an oversized body; replay a fitting one to the app."""
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
-        if declared.isdigit() and int(declared) > self.limit:
-            await self._too_large()(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        size, more = 0, True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body = message.get("body", b"")
-            size += len(body)
-            if size > self.limit:
-                await self._too_large()(scope, receive, send)
-                return
-            chunks.append(body)
-            more = bool(message.get("more_body", False))
-        pending = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
-
-        async def replay() -> Message:
-            return pending.pop() if pending else await receive()
-
-        await self.app(scope, replay, send)
 
 
 RETRY_AFTER_S = 1
@@ -250,6 +168,7 @@ def create_app(res: Resources, settings: Settings, mode: MemoryMode | None = Non
                 return _failure(exc, ("body",))
 
     app.add_middleware(BodyLimit, limit=settings.api_max_body_bytes)
+    app.add_middleware(RateLimit, rate=settings.api_rate_per_s, burst=settings.api_rate_burst)
     app.add_middleware(BearerAuth, token=token)  # added last: runs first
     return app
 

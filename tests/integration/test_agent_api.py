@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -344,3 +345,24 @@ def test_concurrent_writers_get_200_or_503_never_500_and_nothing_acknowledged_is
     assert scalar(engine, "SELECT COUNT(*) FROM trading_decisions") == 20 * statuses.count(200)
     if wait_s >= 1.0:
         assert statuses == [200] * 24  # a patient gate lets every writer through
+
+
+def test_a_token_past_its_rate_gets_429_with_retry_after_and_nothing_is_written(
+    engine: sa.Engine,
+) -> None:
+    settings = _settings(MemoryMode.SHADOW).model_copy(
+        update={"api_rate_per_s": 1.0, "api_rate_burst": 3}
+    )
+    with (
+        LoopbackServer(create_app(make_resources(engine), settings)) as url,
+        httpx.Client(base_url=url, headers=AUTH, timeout=60) as client,
+    ):
+        answers = [client.get("/v1/health").status_code for _ in range(3)]
+        assert answers == [200, 200, 200]  # the burst
+        limited = client.post("/v1/decisions", json=DECISION)
+        assert limited.status_code == 429
+        assert int(limited.headers["Retry-After"]) >= 1
+        assert _detail(limited)["type"] == "rate_limited"
+        assert scalar(engine, "SELECT COUNT(*) FROM trading_decisions") == 0
+        time.sleep(1.1)  # one request's worth refilled
+        assert client.post("/v1/decisions", json=DECISION).status_code == 200
