@@ -4,7 +4,9 @@ The same tools as the HTTP API (`apps/service/agent_tools.py`, each one operatio
 decisions, previews, executions and fills, consume a preview exactly once, and, in
 active mode only, recall. In shadow mode the `recall` tool is not registered at all, so
 a model cannot even see it. A refused call is an MCP tool error whose text starts with
-the HTTP status the API would answer and names the field at fault.
+the HTTP status the API would answer and names the field at fault. Every record tool's
+input schema names each column of its kind with type, bounds and description
+(`row_schemas.py`); the server reports the package's version.
 
 Over stdio the client launched this process, so the process boundary is the trust
 boundary and no bearer token is asked for; the HTTP API is the networked surface.
@@ -14,14 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from importlib.metadata import version
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from apps.service import agent_tools
 from apps.service.agent_tools import RecallRequest, ToolFailure
+from apps.service.row_schemas import as_rows, row_model
 from reflexmem.ingest.rows import RECORD_KINDS
 from reflexmem.operations.resources import Resources
 from reflexmem.settings import MemoryMode
@@ -38,19 +42,24 @@ def _tool_error(exc: ToolFailure) -> ToolError:
     return ToolError(f"{exc.status} {exc.code}: {exc}")
 
 
-def _recorder(res: Resources, kind: str) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
-    def record(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _recorder(res: Resources, kind: str) -> Callable[..., dict[str, Any]]:
+    def record(rows: list[BaseModel]) -> dict[str, Any]:
         try:
-            return agent_tools.record(res, kind, rows)
+            return agent_tools.record(res, kind, as_rows(rows))
         except ToolFailure as exc:
             raise _tool_error(exc) from exc
 
+    # the input schema names every column of the kind (`row_schemas`)
+    rows_type: Any = list[row_model(kind)]  # type: ignore[misc]
+    record.__annotations__ = {"rows": rows_type, "return": dict[str, Any]}
     return record
 
 
 def build_mcp(res: Resources, mode: MemoryMode) -> MCPServer[Any]:
     """An MCP server over `res` whose tools call the operations; recall only if active."""
-    server: MCPServer[Any] = MCPServer("reflexmem", instructions=INSTRUCTIONS)
+    server: MCPServer[Any] = MCPServer(
+        "reflexmem", instructions=INSTRUCTIONS, version=version("reflexmem")
+    )
     for kind in RECORD_KINDS:
         server.add_tool(
             _recorder(res, kind),

@@ -45,6 +45,8 @@ def test_reflexmem_mcp_over_stdio_lists_and_calls_the_tools(tmp_path: Path) -> N
         with anyio.fail_after(120):
             async with Client(params) as client:
                 listed = await client.list_tools()
+                schemas.update({t.name: t.input_schema for t in listed.tools})
+                versions.append(client.server_info.version if client.server_info else None)
                 calls = [
                     await client.call_tool("record_decisions", {"rows": [DECISION]}),
                     await client.call_tool("record_previews", {"rows": [PREVIEW]}),
@@ -60,7 +62,19 @@ def test_reflexmem_mcp_over_stdio_lists_and_calls_the_tools(tmp_path: Path) -> N
                 ]
                 return {t.name for t in listed.tools}, calls
 
+    schemas: dict[str, Any] = {}
+    versions: list[str | None] = []
     names, calls = anyio.run(session)
+    # Typed schemas: every column of the kind, its bounds and words, from the contract.
+    row = schemas["record_decisions"]["$defs"]["DecisionsRow"]
+    assert row["properties"]["direction"]["enum"] == ["long", "short"]
+    assert row["properties"]["decision_id"]["maxLength"] == 64
+    assert row["properties"]["decided_at"]["format"] == "date-time"
+    assert {"decision_id", "direction", "decided_at"} <= set(row["required"])
+    assert "scenario" not in row["required"]
+    fill = schemas["record_fills"]["$defs"]["FillsRow"]["properties"]
+    assert fill["price"].get("exclusiveMinimum") == 0
+    assert versions == ["0.1.0"]
     # Shadow mode: the recall tool does not exist.
     assert names == {*RECORDERS, "consume_preview"}
     recorded, preview, bad, consumed, again = calls
