@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from adapters.tracking.context import KIND_TAG, MODEL_TRAINING
 from adapters.tracking.redact import redacting_client
 from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.reflex.lifecycle import Evidence
@@ -80,7 +81,7 @@ class SkillTracker:
             else:
                 self._experiment_id = self.client.create_experiment(
                     EXPERIMENT, artifact_location=self.artifact_root,
-                    tags={"mlflow.note.content": DESCRIPTION},
+                    tags={"mlflow.note.content": DESCRIPTION, KIND_TAG: MODEL_TRAINING},
                 )  # fmt: skip
         return self._experiment_id
 

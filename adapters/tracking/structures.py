@@ -29,6 +29,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from adapters.tracking.context import KIND_TAG, MODEL_TRAINING
 from reflexmem.structures import persist
 from reflexmem.structures.model import Structure
 from reflexmem.structures.report import alias_for
@@ -99,7 +100,7 @@ class StructureRegistry:
             self.client.create_experiment(
                 EXPERIMENT,
                 artifact_location=self.artifact_location,
-                tags={"mlflow.note.content": DESCRIPTION},
+                tags={"mlflow.note.content": DESCRIPTION, KIND_TAG: MODEL_TRAINING},
             )
         )
 

@@ -9,7 +9,7 @@ import pytest
 
 from adapters import migrate
 from adapters.db import make_engine
-from adapters.tracking.context import existing_client
+from adapters.tracking.context import VIEW, existing_client
 from reflexmem.prices.dfull_bars import write_dfull_bars
 from reflexmem.prices.panel import load_dfull
 from reflexmem.settings import Settings
@@ -77,4 +77,4 @@ def test_flow_runs_and_mlflow_runs_point_at_each_other(
 
     text = anyio.run(artifact)
     for run in (cycle, evaluated, promoted):
-        assert f"(http://mlflow.example:5000/#/runs/{run.info.run_id})" in text
+        assert f"(http://mlflow.example:5000/#/runs/{run.info.run_id}{VIEW})" in text

@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from adapters.lineage import Links, trace
+from adapters.tracking.context import VIEW
 from adapters.tracking.eval import EvaluationTracker
 from adapters.tracking.sets import digest
 from reflexmem.operations import evaluation, reflection
@@ -127,7 +128,9 @@ def test_a_reflection_batch_is_one_run_with_its_lessons_and_decision_set(
     assert {"evaluation", "promotion", "reflection", "lesson"} <= set(kinds)
     (step,) = found.of("reflection")
     assert (step.id, step.mlflow_run_id) == (report.batch_id, report.mlflow_run_id)
-    assert step.url == f"http://ui/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
+    assert step.url == (
+        f"http://ui/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}{VIEW}"
+    )
     with engine.connect() as conn:
         assert trace(conn, "no-such-decision", Links(None, "http://ui")) is None
 

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from adapters.db import make_engine
 from adapters.lineage import KINDS, pick_decision
-from adapters.tracking.context import existing_client
+from adapters.tracking.context import VIEW, existing_client
 from reflexmem.settings import Settings
 
 CLI = str(Path(sys.executable).with_name("reflexmem"))
@@ -67,7 +67,7 @@ def test_lineage_prints_the_whole_chain_with_run_ids_and_urls(store_env: Setting
             run = client.get_run(step["mlflow_run_id"])
             assert step["url"] == (
                 f"{store_env.mlflow_ui_url}/#/experiments/{run.info.experiment_id}"
-                f"/runs/{step['mlflow_run_id']}"
+                f"/runs/{step['mlflow_run_id']}{VIEW}"
             )
             assert step["cycle_mlflow_run_id"] == run.data.tags["mlflow.parentRunId"]
     promotion = client.get_run(by_kind["promotion"]["mlflow_run_id"])

@@ -132,3 +132,16 @@ def test_the_ui_finds_the_batches_of_a_decision_by_its_tags(
         driver.get(f"{base}/#/models/reflexmem-profile.spy_daily")
         _wait_text(driver, ["Version 1", "Version 2", "profile-v1", "profile-v2", "default"])
     assert time.monotonic() - started < 240
+
+
+def test_every_experiment_opens_in_the_model_training_view(
+    lineage_store: tuple[Settings, CycleReport],
+) -> None:
+    from adapters.tracking.context import KIND_TAG, MODEL_TRAINING
+
+    client = existing_client(lineage_store[0].resolved_tracking_uri)
+    assert client is not None
+    experiments = [e for e in client.search_experiments() if e.name != "Default"]
+    assert {"learning-cycles", "skill-versions"} <= {e.name for e in experiments}
+    for experiment in experiments:  # MLflow 3 opens an untagged one in its GenAI view
+        assert experiment.tags.get(KIND_TAG) == MODEL_TRAINING, experiment.name

@@ -10,6 +10,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from adapters.db import make_engine
+from adapters.tracking.context import VIEW
 from reflexmem.settings import Settings
 from tests.browser import chromium, screenshot_spread
 
@@ -63,4 +64,4 @@ def test_the_report_is_one_page_whose_images_all_load(store_env: Settings, tmp_p
         assert title in headings
     # The batch runs link to their MLflow pages.
     for run_id in run_ids:
-        assert any(h.endswith(f"/runs/{run_id}") for h in links), run_id
+        assert any(h.endswith(f"/runs/{run_id}{VIEW}") for h in links), run_id

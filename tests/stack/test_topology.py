@@ -11,6 +11,7 @@ stopped (process groups) and the scratch databases dropped in `finally`, on fail
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -52,7 +53,7 @@ def stack_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     monkeypatch.setenv("PREFECT_WORKER_QUERY_SECONDS", "2")
     monkeypatch.setenv("PREFECT_WORKER_PREFETCH_SECONDS", "2")
     monkeypatch.setenv("PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS", "2")
-    monkeypatch.setenv("REFLEX_STACK_UI", "false")
+    monkeypatch.setenv("REFLEX_STACK_UI", "true")  # the browser check below opens it
     settings = Settings(
         home=tmp_path / "home", database_url=url, stack_postgres_url=PG_ADMIN_URL
     ).model_copy(update={"mlflow_ui_url": "http://127.0.0.1:1"})
@@ -90,6 +91,49 @@ def _trigger(api: str, deployment_id: str) -> str:
 
     with _api(api), get_client(sync_client=True) as client:
         return str(client.create_flow_run_from_deployment(uuid.UUID(deployment_id)).id)
+
+
+def _wait_text(driver: Any, wanted: str, refused: str, timeout_s: float = 90.0) -> str:
+    """The page's text once it shows `wanted` (fails at once if it shows `refused`)."""
+    from selenium.webdriver.common.by import By
+
+    deadline = time.monotonic() + timeout_s
+    text = ""
+    while time.monotonic() < deadline:
+        text = str(driver.find_element(By.TAG_NAME, "body").text)
+        assert refused not in text, text[:500]
+        if wanted in text:
+            return text
+        time.sleep(1.0)
+    raise AssertionError(f"{wanted!r} never shown; the page said: {text[:500]}")
+
+
+def _browse_uis(prefect_url: str, mlflow_url: str) -> None:
+    """Both UIs in headless Chromium: each reaches its API and shows the stack's data.
+
+    Screenshots go to `REFLEX_SCREENSHOT_DIR` when set (docs/operations.md shows them).
+    """
+    from tests.browser import chromium
+
+    shots = os.environ.get("REFLEX_SCREENSHOT_DIR")
+    with chromium() as driver:
+        driver.get(f"{prefect_url}/deployments")
+        _wait_text(driver, MATURATION, "Can't connect to Server API")
+        if shots:
+            driver.save_screenshot(str(Path(shots) / "stack-prefect-deployments.png"))
+        driver.get(f"{mlflow_url}/#/experiments")
+        _wait_text(driver, "learning-cycles", "Failed to fetch")
+        import mlflow
+
+        found = mlflow.MlflowClient(mlflow_url).get_experiment_by_name("learning-cycles")
+        assert found is not None
+        # with the view every printed link carries, it opens on its runs, not GenAI traces
+        from adapters.tracking.context import VIEW
+
+        driver.get(f"{mlflow_url}/#/experiments/{found.experiment_id}{VIEW}")
+        _wait_text(driver, "maturation_check", "Failed to fetch")
+        if shots:
+            driver.save_screenshot(str(Path(shots) / "stack-mlflow-experiments.png"))
 
 
 def _paused(api: str, deployment_id: str) -> bool:
@@ -158,6 +202,7 @@ def test_stack_runs_scheduled_flow_and_holds_overlap(stack_settings: Settings) -
     assert report["deployments"][MATURATION] == deployment_id
     # The UI calls the API this server listens on, not Prefect's default port.
     assert psutil.Process(state["prefect"]["pid"]).environ()["PREFECT_UI_API_URL"] == api
+    _browse_uis(state["prefect"]["url"], tracking)
     # The demo pauses the stack's schedules for its length, and resumes exactly those.
     with paused_schedules(api) as paused:
         assert paused == [MATURATION]

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import polars as pl
 
-from adapters.tracking.context import TAG_LIMIT, member_tag, model_version_url, run_url
+from adapters.tracking.context import TAG_LIMIT, VIEW, member_tag, model_version_url, run_url
 from adapters.tracking.sets import digest, set_tags
 from flows.markdown import markdown, mlflow_runs
 
@@ -52,10 +52,10 @@ def test_set_tags_name_roles_symbols_days_and_the_time_range() -> None:
 
 
 def test_urls_of_runs_and_model_versions() -> None:
-    assert run_url("http://h:5000/", "abc", "3") == "http://h:5000/#/experiments/3/runs/abc"
-    assert run_url("http://h:5000", "abc") == "http://h:5000/#/runs/abc"
+    assert run_url("http://h:5000/", "abc", "3") == f"http://h:5000/#/experiments/3/runs/abc{VIEW}"
+    assert run_url("http://h:5000", "abc") == f"http://h:5000/#/runs/abc{VIEW}"
     assert model_version_url("http://h", "reflexmem-profile.spy_daily", "2") == (
-        "http://h/#/models/reflexmem-profile.spy_daily/versions/2"
+        f"http://h/#/models/reflexmem-profile.spy_daily/versions/2{VIEW}"
     )
 
 
@@ -73,5 +73,5 @@ def test_flow_markdown_links_every_run_a_report_names() -> None:
     assert "| evaluated | 3 |" in text
     assert "| odd\\|key | 1 |" in text
     for run in ("r0", "r1", "r2"):
-        assert f"[{run}](http://m:5000/#/runs/{run})" in text
+        assert f"[{run}](http://m:5000/#/runs/{run}{VIEW})" in text
     assert "no MLflow run was opened" in markdown("x", {}, {}, "http://m")
