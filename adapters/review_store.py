@@ -9,6 +9,7 @@ opens the MLflow store only if it exists.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,9 +45,34 @@ class ReviewStore:
         self.engine.dispose()
 
 
+DEFAULT_HOME = Path(".reflex")
+
+
+def find_home(start: Path) -> Path | None:
+    """The nearest `.reflex` folder at or above `start`, or None.
+
+    Jupyter starts a kernel in the notebook's folder, not the project's, where the
+    default relative home points.
+    """
+    for folder in (start.resolve(), *start.resolve().parents):
+        candidate = folder / DEFAULT_HOME
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
 def open_store(settings: Settings | None = None) -> ReviewStore:
-    """The ledger and MLflow store the settings name; `StoreMissing` if there is none."""
+    """The ledger and MLflow store the settings name; `StoreMissing` if there is none.
+
+    Without explicit settings and without `REFLEX_HOME`, the home is the nearest
+    `.reflex` folder at or above the working directory, so a review started in a
+    sub-folder (a notebook's) finds the project's store and its plots.
+    """
     s = settings or Settings()
+    if settings is None and "REFLEX_HOME" not in os.environ and s.home == DEFAULT_HOME:
+        found = find_home(Path.cwd())
+        if found is not None:
+            s = s.model_copy(update={"home": found})
     url = s.resolved_database_url
     if url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
