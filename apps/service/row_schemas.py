@@ -63,6 +63,7 @@ def row_model(kind: str) -> type[BaseModel]:
     fields: dict[str, Any] = {
         c.name: (Annotated[Any, WithJsonSchema(column_schema(c))], None) for c in schema.columns
     }
+
     def contract(out: dict[str, Any]) -> None:
         for prop in out.get("properties", {}).values():
             prop.pop("default", None)  # fields default to None only so the loader judges
