@@ -87,6 +87,8 @@ def group_members(entry: dict[str, Any]) -> list[int]:
     other program took the leader's PID (a new process could then lead the group).
     """
     pgid = int(entry.get("pgid", entry["pid"]))
+    if pgid == os.getpgrp():
+        return []  # never the caller's own group, whatever the record says
     cmd = [str(c) for c in entry["cmd"]]
     try:
         line = psutil.Process(pgid).cmdline()  # empty while it exits

@@ -54,10 +54,13 @@ def test_a_stepped_clock_does_not_lose_the_process(tmp_path: Path) -> None:
 
 
 def test_a_reused_pid_is_never_signalled() -> None:
-    other = {"pid": os.getpid(), "pgid": os.getpgid(os.getpid()), "cmd": SLEEPER, "started": 0}
+    # as recorded at start (its own session: pgid = pid), the PID now another program's
+    other = {"pid": os.getpid(), "pgid": os.getpid(), "cmd": SLEEPER, "started": 0}
     assert not is_ours(other)
     assert group_members(other) == []
     assert stop_process(other) == "not running"  # and this test process still runs
+    own = {"pid": 2**22 + 7, "pgid": os.getpgrp(), "cmd": SLEEPER, "started": 0}
+    assert group_members(own) == []  # the caller's own group is never a target
 
 
 def test_the_whole_group_is_stopped_even_after_its_leader_died(tmp_path: Path) -> None:
