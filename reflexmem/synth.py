@@ -190,8 +190,9 @@ def generate(
         }
     ).with_columns(pl.col("executed_at").dt.replace_time_zone("UTC"))
     sign = np.where(direction == "long", 1.0, -1.0)
-    costs = fill_cost or {}
-    cost = np.array([costs.get(str(s), 0.0) for s in symbol]) if costs else np.zeros(n)
+    cost = np.zeros(n)
+    for costly, fraction in (fill_cost or {}).items():  # a few symbols, not the rows
+        cost[symbol == costly] = fraction
     entry = close * (1 + sign * cost)
     fills = pl.DataFrame(
         {

@@ -139,7 +139,3 @@ class Checks:
         if found is None:
             return None
         return found | {"oracle_effect": oracle["effect"] if oracle else None}
-
-    def states(self) -> dict[str, str]:
-        """Every check's state, by condition."""
-        return {c: str(v.state) for c, v in sorted(self.views.items())}

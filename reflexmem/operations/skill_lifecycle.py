@@ -58,9 +58,10 @@ from reflexmem.reflex.outcomes import (
     OutcomeEffect,
     check_kind,
     held_out_effect,
+    is_rule_check,
     outcome_evidence,
 )
-from reflexmem.reflex.rule_checks import is_rule_check, rule_step
+from reflexmem.reflex.rule_checks import rule_step
 from reflexmem.reflex.tracking import transition_tracked
 from reflexmem.reflex.trading import TRADE_FAMILY, judged_frame, read_checks, read_episodes
 from reflexmem.reflex.versions import version_info

@@ -24,6 +24,7 @@ Both are idempotent by their own selection. Lifecycle moves and audits are in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -147,7 +148,7 @@ def generate_candidates(
             taken.add(skill_id.rsplit("_", 1)[0])
         # every form of the lesson in one transaction: "done" is per lesson (see above)
         register_all_tracked(res.engine, res.skill_tracker, forms, actor=ACTOR, now=now)
-    made, why = _rule_checks(res, now, load_views_now(res))
+    made, why = _rule_checks(res, now, views)  # lesson forms never make a rule's check
     registered.extend(made)
     skipped.update(why)
     return GenerationReport(
@@ -159,14 +160,8 @@ def generate_candidates(
     )
 
 
-def load_views_now(res: Resources) -> list[VersionView]:
-    """Every registered trading version as the ledger holds it now."""
-    with res.engine.connect() as conn:
-        return load_views(conn)
-
-
 def _rule_checks(
-    res: Resources, now: datetime, views: list[VersionView]
+    res: Resources, now: datetime, views: Sequence[VersionView]
 ) -> tuple[list[str], dict[str, str]]:
     """Register a check for every confirmed avoid-rule of a role without one yet."""
     store = LedgerMemoryStore(res.engine)

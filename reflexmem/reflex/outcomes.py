@@ -54,6 +54,11 @@ RULE_PROVENANCE = "procedural_rule"
 """The provenance of a check made from an outcome rule (`reflexmem.reflex.rule_checks`)."""
 
 
+def is_rule_check(provenance: Mapping[str, Any]) -> bool:
+    """Whether a skill version was generated from an outcome rule."""
+    return provenance.get("kind") == RULE_PROVENANCE
+
+
 @dataclass(frozen=True)
 class OutcomeEffect:
     """The effect of a check on realized returns, with both sides' figures."""
@@ -307,7 +312,7 @@ def held_out_rows(
     """
     start = created_at(view) if after is None else max(after, created_at(view))
     rows = in_scope(view.spec, episodes, after=start, through=through)
-    if view.spec.provenance.get("kind") != RULE_PROVENANCE:
+    if not is_rule_check(view.spec.provenance):
         rows = rows.filter(pl.col("split") != "fit")
     return rows.with_columns(check_stops(view.spec, rows))
 

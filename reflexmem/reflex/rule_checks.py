@@ -74,11 +74,6 @@ def stop_condition(condition: str) -> dict[str, Any] | str:
     return "not in the decision record a pre-decision check reads"
 
 
-def is_rule_check(provenance: Mapping[str, Any]) -> bool:
-    """Whether a skill version was generated from an outcome rule."""
-    return provenance.get("kind") == RULE_PROVENANCE
-
-
 def _slug(condition: str) -> str:
     return "".join(ch if ch.isalnum() else "_" for ch in condition.lower()).strip("_")
 
