@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -130,18 +135,43 @@ def test_semantic_and_procedural_memory_hold_regime_conditioned_rule_outcomes(
         assert e["confidence"] >= 0.9
 
 
-# Seed 0, 10 bp: Sharpe on train / val / test of the 900-bar panel (539 / 179 / 179 returns).
-SEED0_SHARPES = {
-    "memory": (0.8005632656121201, 0.3280560371818987, 1.806254474682443),
-    "ael": (0.8452276662192413, 0.45394138928368916, 2.004780920992244),
-    "ael_no_warmup": (0.304780442673816, -0.747226670741405, 2.7810687898550115),
-    "ael_no_reflection": (0.34351185172082654, 0.3257663770823571, 1.7348428289961917),
-    "ael_bandit_feedback": (0.9754601910634035, -0.9406266657647677, 1.2022310063426012),
-}
+SEED0_SCRIPT = """
+import json
+from reflexmem.ael.learning import LEARNING_METHODS, agent_session
+from reflexmem.ael.splits import split_by_fractions
+from reflexmem.ael.table import run_table
+from reflexmem.synth import synthetic_prices
+panel = synthetic_prices(900, 6, seed=11)
+splits = split_by_fractions(panel.n_bars)
+out = {}
+for method in LEARNING_METHODS:
+    with agent_session():
+        rows = run_table(panel, splits, [method], seeds=[0], cost_bps=[10.0])
+    out[method] = [r["sharpe"] for r in rows]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def seed0_in_another_process() -> dict[str, list[float]]:
+    """Seed 0's Sharpes (train / val / test) computed by a fresh interpreter.
+
+    Pinned literals would tie the test to one CPU: numpy's AVX-512 and AVX2 kernels
+    differ in the last bit, and a Thompson draw near a tie turns that into another
+    path. Another process with another hash seed is what determinism must survive.
+    """
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    done = subprocess.run(
+        [sys.executable, "-c", SEED0_SCRIPT], env=env, capture_output=True, text=True, check=True
+    )
+    result: dict[str, list[float]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 @pytest.mark.parametrize("method", LEARNING_METHODS)
-def test_same_seed_same_rows_and_other_seeds_differ(method: str, long_panel: PricePanel) -> None:
+def test_same_seed_same_rows_and_other_seeds_differ(
+    method: str, long_panel: PricePanel, seed0_in_another_process: dict[str, list[float]]
+) -> None:
     splits = split_by_fractions(long_panel.n_bars)
     assert get_method(method).seeded
 
@@ -157,8 +187,7 @@ def test_same_seed_same_rows_and_other_seeds_differ(method: str, long_panel: Pri
         ("val", 0, 179),
         ("test", 0, 179),
     ]
-    sharpes = tuple(r["sharpe"] for r in seeded)
-    assert sharpes == pytest.approx(SEED0_SHARPES[method], rel=1e-9)
+    assert [r["sharpe"] for r in seeded] == seed0_in_another_process[method]
     assert rows(0) != rows(1)
 
 
