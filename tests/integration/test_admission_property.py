@@ -55,7 +55,7 @@ IDENTITY = ["symbol", "direction", "account", "market"]
 CHOICES: dict[str, list[object]] = {
     # first value: the one that passes (or the most common one)
     "role_id": [*ROLES, "sentiment", "generic", ""],
-    "origin": ORIGINS,
+    "origin": [*ORIGINS],
     "origin_verified": ["true", "false", "1", "0", None],
     "automation_markers": [
         None,
