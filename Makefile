@@ -37,8 +37,12 @@ lint: sync
 typecheck: sync
 	$(RUN) mypy
 
+# Two workers (one per core; a file's tests stay on one worker, so module fixtures are
+# built once), then the tests marked `serial` alone: they start many processes or hold a
+# time bound that a loaded machine would break.
 pytest: sync
-	$(RUN) pytest -q
+	$(RUN) pytest -q -n 2 --dist loadfile -m "not serial"
+	$(RUN) pytest -q -m serial
 
 test: lint typecheck pytest
 

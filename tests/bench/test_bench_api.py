@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from apps.cli import app
 
 
+@pytest.mark.serial
 def test_concurrent_clients_and_writers_get_answers_and_lose_no_write() -> None:
     out = CliRunner().invoke(
         app,

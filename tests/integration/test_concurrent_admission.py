@@ -8,7 +8,9 @@ also revokes earlier cases). Then eight `reflexmem admit --json` processes and f
 exit 0; every execution must end admitted, pending or quarantined exactly once
 (conservation, no duplicate case); every case must be reflected at most once (the sum
 of the batches' counts equals the cases with a verdict) and recorded at most once (one
-episode and one episodic memory entry per case). The figures are printed for the record.
+episode and one episodic memory entry per case). Each admission waits up to 600 s for
+the lock, so none may give up as `busy` however slow the machine. The figures are
+printed for the record.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ def _one(engine: sa.Engine, sql: str) -> int:
 
 
 @pytest.mark.postgres
+@pytest.mark.serial
 def test_eight_admissions_and_four_reflections_at_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -72,7 +75,7 @@ def test_eight_admissions_and_four_reflections_at_once(
                 "REFLEX_DATABASE_URL": url,
                 "REFLEX_MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.sqlite'}",
                 "REFLEX_ARTIFACT_ROOT": str(tmp_path / "artifacts"),
-                "REFLEX_ADMISSION_LOCK_WAIT_S": "120",
+                "REFLEX_ADMISSION_LOCK_WAIT_S": "600",
             }
         )
         settings = Settings(

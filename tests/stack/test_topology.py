@@ -31,7 +31,7 @@ from apps.deploy.stack_live import paused_schedules, status
 from reflexmem.settings import Settings
 from tests.conftest import PG_ADMIN_URL, _pg_admin
 
-pytestmark = [pytest.mark.stack, pytest.mark.slow, pytest.mark.postgres]
+pytestmark = [pytest.mark.stack, pytest.mark.slow, pytest.mark.postgres, pytest.mark.serial]
 
 ACTIVE = {"PENDING", "RUNNING"}
 
