@@ -15,6 +15,9 @@ contradict itself). A re-judged case that fails a critical condition is revoked.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import polars as pl
 import sqlalchemy as sa
 
@@ -25,6 +28,9 @@ from reflexmem.maturation.settlement import (
     AMBIGUOUS_SQL,
     OWN_POSITION_COLUMNS,
     OWN_POSITION_JOINS,
+    POSITIONS_PER_DECISION,
+    POSITIONS_PER_EXECUTION,
+    own_position_joins,
     settlement_columns,
     typed_positions,
 )
@@ -37,7 +43,7 @@ PREVIEW_USES = (
 execution (`ix_trade_executions_preview_id`): a whole-ledger GROUP BY here was recomputed
 for every chunk, a cost of O(N) per chunk and O(N^2 / chunk) per batch."""
 
-STAGE_SQL = f"""
+STAGE_SQL = """
 SELECT e.execution_id, e.decision_id, e.preview_id,
        e.account AS e_account, e.market AS e_market, e.symbol AS e_symbol,
        e.direction AS e_direction, e.instrument, e.origin, e.origin_verified,
@@ -49,21 +55,60 @@ SELECT e.execution_id, e.decision_id, e.preview_id,
        p.account AS p_account, p.market AS p_market, p.symbol AS p_symbol,
        p.direction AS p_direction, p.created_at AS p_created_at,
        p.consumed_at AS p_consumed_at,
-       {PREVIEW_USES} AS preview_uses,
+       {preview_uses} AS preview_uses,
        rc.case_id, rc.state AS case_state, rc.batch_id AS case_batch_id,
-       {OWN_POSITION_COLUMNS}
+       {own_position_columns}
 FROM trade_executions e
 JOIN trading_decisions d ON d.decision_id = e.decision_id
 LEFT JOIN trade_previews p ON p.preview_id = e.preview_id
 LEFT JOIN role_cases rc ON rc.execution_id = e.execution_id
-{OWN_POSITION_JOINS}
+{own_position}
 WHERE NOT EXISTS (SELECT 1 FROM quarantine q
                   WHERE q.subject_kind = 'execution' AND q.subject_id = e.execution_id)
   AND (rc.case_id IS NULL
-       OR {PREVIEW_USES} > 1
-       OR {AMBIGUOUS_SQL}
+       OR {preview_uses} > 1
+       OR {ambiguous}
        OR (rc.state = 'pending' AND pos.status = 'settled'))
 """
+"""The staging query, given the joins that pick each execution's own position."""
+
+COUNTS_BY_EXECUTION = "admit_positions_by_execution"
+COUNTS_BY_DECISION = "admit_positions_by_decision"
+
+
+@contextmanager
+def batch_position_counts(conn: sa.Connection) -> Iterator[str]:
+    """Take the position counts once for the batch; yields the joins that read them.
+
+    Every chunk of a batch needs each execution's position counts; computed inside the
+    staging query they are whole-ledger aggregates, O(N) per chunk and O(N^2 / chunk)
+    per batch. Taken once into two indexed temporary tables, every chunk joins them by
+    key. The per-execution table lists the executions present when the counts were
+    taken (no position: null counts), and the batch judges only those: it judges the
+    ledger as of that instant, and a row ingested later is judged, or re-judged through
+    the preview-reuse and ambiguity rules, by the next batch.
+    """
+    pg = conn.dialect.name == "postgresql"
+    on_commit = " ON COMMIT DROP" if pg else ""
+    tables = {
+        COUNTS_BY_EXECUTION: (
+            "SELECT e.execution_id, c.n, c.pid FROM trade_executions e "
+            f"LEFT JOIN ({POSITIONS_PER_EXECUTION}) c ON c.execution_id = e.execution_id",
+            "execution_id",
+        ),
+        COUNTS_BY_DECISION: (POSITIONS_PER_DECISION, "decision_id"),
+    }
+    for name, (select, key) in tables.items():
+        conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+        conn.execute(sa.text(f"CREATE TEMPORARY TABLE {name}{on_commit} AS {select}"))
+        conn.execute(sa.text(f"CREATE UNIQUE INDEX {name}_key ON {name} ({key})"))
+        if pg:  # autovacuum never analyses temporary tables
+            conn.execute(sa.text(f"ANALYZE {name}"))
+    yield own_position_joins(COUNTS_BY_EXECUTION, COUNTS_BY_DECISION, execution_join="JOIN")
+    # Not on an error: the rollback that follows takes the tables with it on both backends.
+    for name in tables:
+        conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+
 
 INT_COLUMNS = ("consume_count", "preview_uses")
 STAMPS = ("executed_at", "decided_at", "p_created_at", "p_consumed_at")
@@ -198,25 +243,54 @@ def derive(raw: pl.DataFrame, *, min_points: int) -> pl.DataFrame:
     )
 
 
+def chunk_end(conn: sa.Connection, after: str | None, rows: int) -> str | None:
+    """The last of the next `rows` executions after `after` in the batch's counts table.
+
+    Only inside `batch_position_counts`. None when fewer remain: the chunk runs to the
+    end. A chunk is a key range of the executions the batch may judge, so its staging
+    query reads that range through the primary key, whatever the ledger's size.
+    """
+    where = "" if after is None else "WHERE execution_id > :after"
+    return conn.execute(
+        sa.text(
+            f"SELECT execution_id FROM {COUNTS_BY_EXECUTION} {where} "
+            f"ORDER BY execution_id LIMIT 1 OFFSET {max(int(rows), 1) - 1}"
+        ),
+        {"after": after},
+    ).scalar_one_or_none()
+
+
+def _key(conn: sa.Connection, value: str) -> str:
+    return str(
+        sa.literal(value, sa.String).compile(
+            dialect=conn.dialect, compile_kwargs={"literal_binds": True}
+        )
+    )
+
+
 def stage_candidates(
     conn: sa.Connection,
     *,
     min_points: int,
     after: str | None = None,
-    limit: int | None = None,
+    through: str | None = None,
+    own_position: str = OWN_POSITION_JOINS,
 ) -> pl.DataFrame:
     """Executions to judge (new ones, and cases to re-judge), with their evidence.
 
-    With `limit`, one chunk in execution-ID order: the first `limit` executions after
-    `after` (keyset pagination, so a chunk never depends on what earlier chunks wrote:
-    every condition is per execution, its counts come from the whole ledger).
+    With `after` and `through`, one chunk: the executions whose IDs lie in that key
+    range (a chunk never depends on what earlier chunks wrote: every condition is per
+    execution, its counts come from the whole ledger, or from `batch_position_counts`
+    when `own_position` is the joins it yielded).
     """
-    sql = STAGE_SQL
+    sql = STAGE_SQL.format(
+        preview_uses=PREVIEW_USES,
+        own_position_columns=OWN_POSITION_COLUMNS,
+        own_position=own_position,
+        ambiguous=AMBIGUOUS_SQL,
+    )
     if after is not None:
-        key = sa.literal(after, sa.String).compile(
-            dialect=conn.dialect, compile_kwargs={"literal_binds": True}
-        )
-        sql += f" AND e.execution_id > {key}"
-    if limit is not None:
-        sql += f" ORDER BY e.execution_id LIMIT {int(limit)}"
-    return derive(read_frame(conn, sql), min_points=min_points)
+        sql += f" AND e.execution_id > {_key(conn, after)}"
+    if through is not None:
+        sql += f" AND e.execution_id <= {_key(conn, through)}"
+    return derive(read_frame(conn, sql + " ORDER BY e.execution_id"), min_points=min_points)

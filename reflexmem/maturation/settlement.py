@@ -19,19 +19,41 @@ from __future__ import annotations
 
 import polars as pl
 
-OWN_POSITION_JOINS = """
-LEFT JOIN (SELECT execution_id, COUNT(*) AS n, MIN(position_id) AS pid
-           FROM position_lifecycles WHERE execution_id IS NOT NULL
-           GROUP BY execution_id) pe ON pe.execution_id = e.execution_id
-LEFT JOIN (SELECT decision_id, COUNT(*) AS n,
-                  SUM(CASE WHEN execution_id IS NULL THEN 1 ELSE 0 END) AS nf,
-                  MIN(position_id) AS pid
-           FROM position_lifecycles GROUP BY decision_id) pd ON pd.decision_id = e.decision_id
+POSITIONS_PER_EXECUTION = (
+    "SELECT execution_id, COUNT(*) AS n, MIN(position_id) AS pid FROM position_lifecycles "
+    "WHERE execution_id IS NOT NULL GROUP BY execution_id"
+)
+POSITIONS_PER_DECISION = (
+    "SELECT decision_id, COUNT(*) AS n, "
+    "SUM(CASE WHEN execution_id IS NULL THEN 1 ELSE 0 END) AS nf, MIN(position_id) AS pid "
+    "FROM position_lifecycles GROUP BY decision_id"
+)
+
+
+def own_position_joins(
+    per_execution: str = f"({POSITIONS_PER_EXECUTION})",
+    per_decision: str = f"({POSITIONS_PER_DECISION})",
+    *,
+    execution_join: str = "LEFT JOIN",
+) -> str:
+    """Joins `pos` (the execution's own position, if exactly one) and its counts onto `e`.
+
+    The counts `pe` and `pd` come from the two relations given: by default the
+    whole-ledger aggregates, computed by the query that uses them; admission passes the
+    tables it took them into once per batch, joined with `execution_join = "JOIN"` so
+    that its rows also name the executions the batch may judge.
+    """
+    return f"""
+{execution_join} {per_execution} pe ON pe.execution_id = e.execution_id
+LEFT JOIN {per_decision} pd ON pd.decision_id = e.decision_id
 LEFT JOIN position_lifecycles pos ON pos.position_id = CASE
     WHEN pe.n = 1 THEN pe.pid
     WHEN pe.n IS NULL AND pd.n = 1 AND pd.nf = 1 THEN pd.pid END
 """
-"""Joins `pos` (the execution's own position, if exactly one) and its counts onto `e`."""
+
+
+OWN_POSITION_JOINS = own_position_joins()
+"""`own_position_joins` over the whole ledger (one query that reads it once)."""
 
 OWN_POSITION_COLUMNS = """
 pe.n AS pos_own, pd.n AS pos_all, pd.nf AS pos_free, pos.position_id,

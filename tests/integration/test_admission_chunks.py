@@ -1,9 +1,16 @@
-"""Chunked admission judges exactly what one pass judges, with memory flat in N."""
+"""Chunked admission judges exactly what one pass judges, with memory flat in N.
+
+A batch takes its position counts once (`stage.batch_position_counts`) and judges the
+ledger as of that instant: a row another transaction commits meanwhile waits for the
+next batch.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
+import pytest
 import sqlalchemy as sa
 
 from adapters import migrate
@@ -12,7 +19,9 @@ from expectations.runner import validate_admission
 from reflexmem.admission.admit import admit
 from reflexmem.ledger.checksums import table_checksums
 from reflexmem.operations import intake
-from tests.integration.ledger_data import write_small
+from reflexmem.synth import write_stream
+from tests.conftest import _truncate
+from tests.integration.ledger_data import clean_stream, write_small
 from tests.support import make_resources, registry
 
 
@@ -62,3 +71,54 @@ def test_chunked_admission_on_both_backends(engine: sa.Engine, tmp_path: Path) -
         cases = conn.execute(sa.text("SELECT COUNT(*) FROM role_cases")).scalar_one()
     assert batches == [(300,)]  # one batch however many chunks
     assert cases == result.admitted + result.pending
+
+
+ID_COLUMNS = ("decision_id", "preview_id", "execution_id", "position_id", "fill_id")
+
+
+def _late(stream: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """The same rows under new IDs that sort between the first stream's."""
+    return {
+        kind: frame.with_columns(
+            (pl.col(c).cast(pl.String) + "-late").alias(c)
+            for c in (*ID_COLUMNS, "consumed_by_decision_id")
+            if c in frame.columns
+        )
+        for kind, frame in stream.items()
+    }
+
+
+@pytest.mark.postgres
+def test_rows_committed_while_a_batch_runs_are_judged_by_the_next(
+    pg_url: str, tmp_path: Path
+) -> None:
+    # PostgreSQL lets another transaction commit while a batch runs; SQLite has one writer.
+    engine = make_engine(pg_url)
+    _truncate(engine)
+    res = make_resources(engine)
+    stream = clean_stream(60, seed=5)
+    intake.ingest(res, write_stream(stream, tmp_path / "first"))
+    late = write_stream(_late(stream), tmp_path / "late")
+    calls = 0
+
+    def validate_while_ingesting(staged: pl.DataFrame, roles: object) -> pl.DataFrame:
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # while the first of several chunks is judged, more rows commit
+            intake.ingest(res, late)
+        return validate_admission(staged, registry().ids)
+
+    with engine.begin() as conn:
+        during = admit(conn, registry().ids, validate_while_ingesting, min_points=3, chunk_rows=7)
+    with engine.begin() as conn:
+        after = admit(conn, registry().ids, validate_admission, min_points=3, chunk_rows=7)
+    assert calls == 9  # 60 executions in chunks of 7
+    assert (during.rows_in, during.admitted) == (60, 60)
+    assert (after.rows_in, after.admitted, after.revoked) == (60, 60, 0)
+    with engine.connect() as conn:
+        late_cases = conn.execute(
+            sa.text("SELECT COUNT(*) FROM role_cases WHERE execution_id LIKE '%-late'")
+        ).scalar_one()
+        batches = conn.execute(sa.text("SELECT COUNT(*) FROM admission_batches")).scalar_one()
+    assert (late_cases, batches) == (60, 2)
+    engine.dispose()
