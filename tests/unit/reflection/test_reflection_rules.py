@@ -285,6 +285,7 @@ def test_empty_batch_gives_no_reflections() -> None:
     assert classify([]) == []
 
 
+@pytest.mark.serial  # a time bound: run alone, not beside another worker
 def test_a_batch_of_100k_cases_classifies_in_well_under_a_few_seconds(
     make_case: MakeCase, evidence_for: EvidenceFor
 ) -> None:
