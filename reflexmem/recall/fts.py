@@ -7,9 +7,10 @@ terms instead of visiting every case that mentions a common word; the facet colu
 no weight, so it only narrows, never scores. The matches are scored in Python by
 IDF-weighted coverage over the matched batch (`sqlite_text_scores`), because FTS5's
 bm25 computes its document frequencies by walking each term's entire posting list.
-PostgreSQL: the stored `search` tsvector with its GIN index, ranked by `ts_rank_cd`,
-the B-tree filters chosen by the planner. On both, the full constraint predicates of
-`constraints.case_filters` are in the WHERE clause: the index narrows, SQL decides.
+PostgreSQL: the stored `search` tsvector, matched with `@@` on the slice the B-tree
+filters find and ranked by `ts_rank_cd` (no text index: no plan used one). On both,
+the full constraint predicates of `constraints.case_filters` are in the WHERE clause:
+the index narrows, SQL decides.
 """
 
 from __future__ import annotations
