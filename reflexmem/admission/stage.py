@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 from reflexmem.ledger.bulk import read_frame
 from reflexmem.ledger.enums import AUTOMATED_ORIGINS, Origin
-from reflexmem.ledger.sqlio import parse_utc
+from reflexmem.ledger.sqlio import drop_stage, parse_utc
 from reflexmem.maturation.settlement import (
     AMBIGUOUS_SQL,
     OWN_POSITION_COLUMNS,
@@ -99,7 +99,7 @@ def batch_position_counts(conn: sa.Connection) -> Iterator[str]:
         COUNTS_BY_DECISION: (POSITIONS_PER_DECISION, "decision_id"),
     }
     for name, (select, key) in tables.items():
-        conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+        drop_stage(conn, name)
         conn.execute(sa.text(f"CREATE TEMPORARY TABLE {name}{on_commit} AS {select}"))
         conn.execute(sa.text(f"CREATE UNIQUE INDEX {name}_key ON {name} ({key})"))
         if pg:  # autovacuum never analyses temporary tables
@@ -107,7 +107,7 @@ def batch_position_counts(conn: sa.Connection) -> Iterator[str]:
     yield own_position_joins(COUNTS_BY_EXECUTION, COUNTS_BY_DECISION, execution_join="JOIN")
     # Not on an error: the rollback that follows takes the tables with it on both backends.
     for name in tables:
-        conn.execute(sa.text(f"DROP TABLE IF EXISTS {name}"))
+        drop_stage(conn, name)
 
 
 INT_COLUMNS = ("consume_count", "preview_uses")

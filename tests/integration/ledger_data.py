@@ -13,6 +13,26 @@ def small_stream(n: int = 300, seed: int = 3) -> dict[str, pl.DataFrame]:
     return generate(synthetic_prices(seed=seed), n, seed=seed)
 
 
+ID_COLUMNS = (
+    "decision_id",
+    "preview_id",
+    "execution_id",
+    "fill_id",
+    "position_id",
+    "consumed_by_decision_id",
+)
+
+
+def renamed(stream: dict[str, pl.DataFrame], suffix: str) -> dict[str, pl.DataFrame]:
+    """The same rows under new IDs (`suffix` appended), which sort next to the old ones."""
+    return {
+        kind: frame.with_columns(
+            (pl.col(c) + suffix).alias(c) for c in ID_COLUMNS if c in frame.columns
+        )
+        for kind, frame in stream.items()
+    }
+
+
 def write_small(tmp: Path, n: int = 300, fmt: str = "parquet", seed: int = 3) -> list[Path]:
     return write_stream(small_stream(n, seed), tmp, fmt=fmt)
 

@@ -21,7 +21,7 @@ from reflexmem.ledger.checksums import table_checksums
 from reflexmem.operations import intake
 from reflexmem.synth import write_stream
 from tests.conftest import _truncate
-from tests.integration.ledger_data import clean_stream, write_small
+from tests.integration.ledger_data import clean_stream, renamed, write_small
 from tests.support import make_resources, registry
 
 
@@ -73,21 +73,6 @@ def test_chunked_admission_on_both_backends(engine: sa.Engine, tmp_path: Path) -
     assert cases == result.admitted + result.pending
 
 
-ID_COLUMNS = ("decision_id", "preview_id", "execution_id", "position_id", "fill_id")
-
-
-def _late(stream: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
-    """The same rows under new IDs that sort between the first stream's."""
-    return {
-        kind: frame.with_columns(
-            (pl.col(c).cast(pl.String) + "-late").alias(c)
-            for c in (*ID_COLUMNS, "consumed_by_decision_id")
-            if c in frame.columns
-        )
-        for kind, frame in stream.items()
-    }
-
-
 @pytest.mark.postgres
 def test_rows_committed_while_a_batch_runs_are_judged_by_the_next(
     pg_url: str, tmp_path: Path
@@ -98,7 +83,7 @@ def test_rows_committed_while_a_batch_runs_are_judged_by_the_next(
     res = make_resources(engine)
     stream = clean_stream(60, seed=5)
     intake.ingest(res, write_stream(stream, tmp_path / "first"))
-    late = write_stream(_late(stream), tmp_path / "late")
+    late = write_stream(renamed(stream, "-late"), tmp_path / "late")
     calls = 0
 
     def validate_while_ingesting(staged: pl.DataFrame, roles: object) -> pl.DataFrame:

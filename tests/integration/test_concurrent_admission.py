@@ -34,26 +34,10 @@ from reflexmem.prices.dfull_bars import write_dfull_bars
 from reflexmem.prices.panel import load_dfull
 from reflexmem.settings import Settings
 from reflexmem.synth import generate, write_stream
+from tests.integration.ledger_data import renamed
 from tests.support import mature_and_evaluate
 
 CLI = [sys.executable, "-c", "from apps.cli import main; main()"]
-ID_COLUMNS = (
-    "decision_id",
-    "preview_id",
-    "execution_id",
-    "fill_id",
-    "position_id",
-    "consumed_by_decision_id",
-)
-
-
-def _renamed(stream: dict[str, pl.DataFrame], suffix: str) -> dict[str, pl.DataFrame]:
-    return {
-        kind: frame.with_columns(
-            (pl.col(c) + suffix).alias(c) for c in ID_COLUMNS if c in frame.columns
-        )
-        for kind, frame in stream.items()
-    }
 
 
 def _one(engine: sa.Engine, sql: str) -> int:
@@ -92,7 +76,7 @@ def test_eight_admissions_and_four_reflections_at_once(
         intake.ingest(res, write_stream(first, tmp_path / "first"))
         intake.admit(res)
         mature_and_evaluate(res)
-        second = _renamed(generate(panel, 1500, seed=12), "-b")
+        second = renamed(generate(panel, 1500, seed=12), "-b")
         # Ten executions of the second stream claim previews the first stream used.
         claims = second["executions"]["execution_id"].head(10).to_list()
         second["executions"] = second["executions"].with_columns(
