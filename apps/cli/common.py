@@ -101,6 +101,6 @@ def parse_time(raw: str, option: str) -> datetime:
     return to_utc(when)
 
 
-def parse_as_of(raw: str | None) -> datetime | None:
-    """The `--as-of` option (`parse_time`), or None when it was not given."""
-    return None if raw is None else parse_time(raw, "--as-of")
+def parse_as_of(raw: str | None, option: str = "--as-of") -> datetime | None:
+    """A time option such as `--as-of` (`parse_time`), or None when it was not given."""
+    return None if raw is None else parse_time(raw, option)

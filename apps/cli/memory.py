@@ -28,7 +28,19 @@ def recall_cmd(
     symbol: Annotated[str | None, typer.Option(help="Only cases on this symbol.")] = None,
     scenario: Annotated[str | None, typer.Option(help="Only cases in this scenario.")] = None,
     as_of: Annotated[
-        str | None, typer.Option("--as-of", help="ISO time; nothing recorded later (UTC if naive).")
+        str | None,
+        typer.Option(
+            "--as-of",
+            help="Valid time (the cycle's clock, ISO, UTC if naive): what was decided and "
+            "had matured by then, as a live run at that clock would recall it.",
+        ),
+    ] = None,
+    known_at: Annotated[
+        str | None,
+        typer.Option(
+            "--known-at",
+            help="Recorded time (wall clock, ISO): only what had been written by then.",
+        ),
     ] = None,
     decision: Annotated[
         str | None, typer.Option(help="The decision this recall informs (credits the policy).")
@@ -54,12 +66,14 @@ def recall_cmd(
     except RecallUnavailable as exc:
         err.print(f"[red]refused:[/red] {exc}")
         raise typer.Exit(3) from exc
-    when = parse_as_of(as_of)
+    when, known = parse_as_of(as_of), parse_as_of(known_at, "--known-at")
     text = " ".join(query)
     settings = Settings() if embedder is None else Settings(embedder=embedder)  # type: ignore[arg-type]
     res = open_resources(settings)
     try:
-        constraints = RecallConstraints(role=role, symbol=symbol, scenario=scenario, as_of=when)
+        constraints = RecallConstraints(
+            role=role, symbol=symbol, scenario=scenario, as_of=when, known_at=known
+        )
         report = recall(res, constraints, text, decision_id=decision, k=k)
     except (RecallQueryError, ValueError, KeyError) as exc:
         err.print(f"[red]bad query:[/red] {exc}")
@@ -70,6 +84,7 @@ def recall_cmd(
         "symbol": symbol,
         "scenario": scenario,
         "as_of": None if when is None else when.isoformat(),
+        "known_at": None if known is None else known.isoformat(),
         "decision": decision,
         "policy": report.policy.name,
         "recall_id": report.recall_id,

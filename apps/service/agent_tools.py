@@ -55,7 +55,14 @@ class RecallRequest(BaseModel):
     symbol: str | None = Field(default=None, description="Only cases on this symbol.")
     scenario: str | None = Field(default=None, description="Only cases in this scenario.")
     as_of: datetime | None = Field(
-        default=None, description="Nothing recorded later is recalled (naive means UTC)."
+        default=None,
+        description="Valid time (the cycle's clock; naive means UTC): only what was decided "
+        "and had matured by then, as a live run at that clock would recall it.",
+    )
+    known_at: datetime | None = Field(
+        default=None,
+        description="Recorded time (wall clock; naive means UTC): only what had been written "
+        "by then.",
     )
     decision_id: str | None = Field(
         default=None, description="The decision this recall informs (credits the policy)."
@@ -113,12 +120,17 @@ def recall(res: Resources, mode: MemoryMode, request: RecallRequest) -> dict[str
     except RecallUnavailable as exc:
         raise ToolFailure(404, str(exc), (), "recall_unavailable") from exc
     when = None if request.as_of is None else to_utc(request.as_of)
+    known = None if request.known_at is None else to_utc(request.known_at)
     try:
         res.registry.get(request.role)
     except KeyError as exc:
         raise ToolFailure(422, str(exc.args[0]), ("role",), "unknown_role") from exc
     constraints = RecallConstraints(
-        role=request.role, symbol=request.symbol, scenario=request.scenario, as_of=when
+        role=request.role,
+        symbol=request.symbol,
+        scenario=request.scenario,
+        as_of=when,
+        known_at=known,
     )
     try:
         report = recall_op.recall(

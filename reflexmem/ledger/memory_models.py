@@ -85,6 +85,9 @@ class MemoryEntryRow(Base):
     stats: Mapped[Any | None] = mapped_column(sa.JSON(none_as_null=True))
     created_at: Mapped[datetime]
     superseded_at: Mapped[datetime | None]
+    superseded_episode: Mapped[int | None]
+    """The namespace's episode clock when the version was superseded (valid time: a
+    recall as of T counts it live while T's episode clock is below this)."""
 
 
 class MemorySource(Base):

@@ -252,6 +252,10 @@ class RoleCase(Base):
     batch_id: Mapped[str] = mapped_column(ID)
     decided_at: Mapped[datetime]
     admitted_at: Mapped[datetime]
+    matured_at: Mapped[datetime | None]
+    """Valid time of the outcome: the cycle clock from which the case is mature (its
+    role's maturation period passed and its position settled), whenever a cycle got
+    there; `admitted_at` and the reflection stamp are recorded (wall-clock) times."""
 
     __table_args__ = (
         sa.Index("ix_role_cases_role_state", "role_id", "state"),

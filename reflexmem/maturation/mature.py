@@ -44,7 +44,7 @@ from reflexmem.registry import RoleRegistry
 
 CANDIDATES_SQL = f"""
 SELECT rc.case_id, rc.decision_id, rc.role_id, rc.symbol, rc.state, rc.pending_reason,
-       d.decided_at, {OWN_POSITION_COLUMNS}
+       rc.matured_at, d.decided_at, {OWN_POSITION_COLUMNS}
 FROM role_cases rc
 JOIN trading_decisions d ON d.decision_id = rc.decision_id
 JOIN trade_executions e ON e.execution_id = rc.execution_id
@@ -106,6 +106,24 @@ def decide_maturity(
         .then(pl.lit(CaseState.ELIGIBLE.value))
         .otherwise(pl.lit(CaseState.PENDING.value))
         .alias("new_state")
+    )
+
+
+def valid_from(maturation_days: dict[str, int]) -> pl.Expr:
+    """The valid time of a matured case's outcome; null while it is not mature.
+
+    The earliest clock at which `decide_maturity` matures it: its role's maturation
+    period after the decision, and not before its position settled (settlement never
+    stamps a bar after the clock it ran at). It depends on the data alone, so a cycle
+    run live at each clock and one back-filled later stamp the same time.
+    """
+    days = pl.col("role_id").replace_strict(maturation_days, default=None, return_dtype=pl.Int64)
+    due_at = pl.col("decided_at") + pl.duration(days=days)
+    return (
+        pl.when(pl.col("new_state") == CaseState.ELIGIBLE.value)
+        .then(pl.max_horizontal(due_at, pl.col("settled_at")))
+        .otherwise(None)
+        .cast(pl.Datetime("us", "UTC"))
     )
 
 
@@ -176,6 +194,7 @@ def load_candidates(conn: sa.Connection, profile: str, min_points: int = 0) -> p
     )
     return frame.with_columns(
         parse_utc(pl.col("decided_at")).alias("decided_at"),
+        parse_utc(pl.col("matured_at").cast(pl.String)).alias("matured_at"),
         pl.col("pos_opened_at").alias("opened_at"),
         pl.col("pos_settled_at").alias("settled_at"),
         consistent.cast(pl.Int64).alias("settled"),
@@ -199,13 +218,16 @@ def mature_cases(
     if prices is not None:
         horizons = {rid: r.policy.outcome_probe.horizon_bars for rid, r in registry.roles.items()}
         decided = name_missing_data(decided, prices, horizons)
+    decided = decided.with_columns(valid_from(days).alias("new_matured_at"))
     changed = decided.filter(
         (pl.col("new_state") != pl.col("state"))
         | pl.col("new_reason").ne_missing(pl.col("pending_reason"))
+        | pl.col("new_matured_at").ne_missing(pl.col("matured_at"))
     ).select(
         "case_id",
         pl.col("new_state").alias("state"),
         pl.col("new_reason").alias("pending_reason"),
+        pl.col("new_matured_at").alias("matured_at"),
     )
     bulk_update(conn, "role_cases", "case_id", changed)
     pending = (

@@ -219,12 +219,20 @@ class Mirror:
                         {"entry_id": [a for a, _ in links], "source_id": [b for _, b in links]}
                     ),
                 )
+        clock = {str(ns): int(c) for ns, c in after["clock"].items()}
         for state in EntryState:
-            ids = [e.id for e in changed if e.state is state]
-            if ids:
-                # A superseded version is stamped, so a recall "as of" an earlier time
-                # can still tell it was the live version then.
-                stamp = {"superseded_at": now} if state is EntryState.SUPERSEDED else {}
+            for ns in sorted({e.namespace for e in changed if e.state is state}):
+                ids = [e.id for e in changed if e.state is state and e.namespace == ns]
+                # A superseded version is stamped on both clocks, so a recall "as of" an
+                # earlier time can still tell it was the live version then: the wall
+                # clock (recorded time) and the namespace's episode clock at the end of
+                # this write (valid time; a version superseded inside a batch of
+                # episodes counts as live until the batch's last episode).
+                stamp = (
+                    {"superseded_at": now, "superseded_episode": clock.get(ns, 0)}
+                    if state is EntryState.SUPERSEDED
+                    else {}
+                )
                 conn.execute(
                     sa.update(ENTRIES)
                     .where(ENTRIES.c.entry_id.in_(ids))

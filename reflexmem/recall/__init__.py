@@ -6,7 +6,7 @@ by the database before any score is computed; full-text (`fts`) and embedding
 ranking (`reflexmem.memory.ranking.rank_scores`) makes the final order (`api`).
 """
 
-from reflexmem.recall.api import RecallHit, RecallResult, recall
+from reflexmem.recall.api import RecallResult, recall
 from reflexmem.recall.constraints import RecallConstraints, RecallUnavailable, require_active
 from reflexmem.recall.embeddings import (
     Embedder,
@@ -16,6 +16,7 @@ from reflexmem.recall.embeddings import (
     embed_cases,
     make_vector_index,
 )
+from reflexmem.recall.hit import RecallHit
 from reflexmem.recall.query import RecallQueryError, query_terms
 
 __all__ = [

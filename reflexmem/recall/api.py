@@ -9,7 +9,8 @@
 3. The formula of docs/design.md §8, `rank_scores` orders cases (episodic tier, age in days before
    `as_of`/now, quality 1) together with the role namespace's semantic and procedural
    memory entries (age in namespace episodes) that were live at `as_of` (active, or
-   superseded only after it); candidates never appear. The episodic tier *is* the
+   superseded only after it, on the namespace's episode clock: `memory_hits`);
+   candidates never appear. The episodic tier *is* the
    role cases: the namespace's episodic memory entries mirror them and are not returned.
 4. Results carry distinct texts: of several items with the same wording (the same
    lesson drawn from many cases), only the best-ranked is returned.
@@ -23,16 +24,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
 
-from reflexmem.ledger.enums import EntryState, Tier
-from reflexmem.memory.entries import TIER_BOOST, MemoryEntry
-from reflexmem.memory.ranking import TokenOverlapMatcher, rank_scores
+from reflexmem.ledger.enums import Tier
+from reflexmem.memory.entries import TIER_BOOST
+from reflexmem.memory.ledger_mirror import role_namespace
+from reflexmem.memory.ranking import rank_scores
 from reflexmem.recall.constraints import RecallConstraints, _aware, violations
 from reflexmem.recall.embeddings import Embedder, make_vector_index
 from reflexmem.recall.fts import (
@@ -41,8 +43,9 @@ from reflexmem.recall.fts import (
     slice_query,
     sqlite_text_scores,
 )
+from reflexmem.recall.hit import RecallHit
+from reflexmem.recall.memory_hits import episode_valid_times, memory_hits
 from reflexmem.recall.query import query_terms
-from reflexmem.recall.taint import tainted_entries
 
 log = logging.getLogger(__name__)
 
@@ -51,43 +54,6 @@ DEFAULT_TEXT_WEIGHT = 0.5
 CASE_QUALITY = 1.0
 SECONDS_PER_AGE_UNIT = 86_400.0
 """Role cases age in days: a role's decisions are its episodes, roughly one a day."""
-
-
-@dataclass(frozen=True, slots=True)
-class RecallHit:
-    """One recalled item: a role case (episodic) or an active memory entry."""
-
-    kind: Literal["case", "memory"]
-    id: str
-    tier: Tier
-    text: str
-    role: str
-    symbol: str | None
-    scenario: str | None
-    outcome_class: str | None
-    decided_at: datetime | None
-    score: float
-    match: float
-    text_score: float
-    vector_score: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able form (the CLI prints it)."""
-        return {
-            "kind": self.kind,
-            "id": self.id,
-            "tier": self.tier.value,
-            "text": self.text,
-            "role": self.role,
-            "symbol": self.symbol,
-            "scenario": self.scenario,
-            "outcome_class": self.outcome_class,
-            "decided_at": None if self.decided_at is None else self.decided_at.isoformat(),
-            "score": round(self.score, 6),
-            "match": round(self.match, 6),
-            "text_score": round(self.text_score, 6),
-            "vector_score": None if self.vector_score is None else round(self.vector_score, 6),
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,46 +87,6 @@ def _match(
         return np.asarray(text_part, dtype=np.float64)
     vec_part = np.asarray([0.0 if v is None else max(float(v), 0.0) for v in vec])
     return np.asarray(weight * text_part + (1.0 - weight) * vec_part, dtype=np.float64)
-
-
-def _memory_entries(
-    conn: sa.Connection, c: RecallConstraints, tiers: Collection[Tier]
-) -> tuple[list[MemoryEntry], int]:
-    from reflexmem.ledger.memory_models import MemoryEntryRow, MemoryNamespace
-    from reflexmem.memory.ledger_mirror import entry_from_row, role_namespace
-
-    ns = role_namespace(c.role)
-    t = MemoryEntryRow.__table__
-    wanted_tiers = [x.value for x in tiers if x is not Tier.EPISODIC]
-    if not wanted_tiers:
-        return [], 0
-    stmt = sa.select(t).where(t.c.namespace == ns, t.c.tier.in_(wanted_tiers))
-    if c.as_of is None:
-        stmt = stmt.where(t.c.state == EntryState.ACTIVE.value)
-    else:
-        live_then = sa.or_(
-            t.c.state == EntryState.ACTIVE.value,
-            sa.and_(t.c.state == EntryState.SUPERSEDED.value, t.c.superseded_at > c.as_of),
-        )
-        stmt = stmt.where(live_then, t.c.created_at <= c.as_of)
-    entries = [entry_from_row(r) for r in conn.execute(stmt).mappings()]
-    if not entries:  # nothing to check for taint (its recursive query is not free)
-        return [], 0
-    wanted = set()
-    if c.symbol is not None:
-        wanted.add(f"symbol:{c.symbol}")
-    if c.scenario is not None:
-        wanted.add(f"scenario:{c.scenario}")
-    live = (EntryState.ACTIVE, EntryState.SUPERSEDED) if c.as_of else (EntryState.ACTIVE,)
-    tainted = tainted_entries(conn, ns)
-    entries = [
-        e
-        for e in entries
-        if e.state in live and e.namespace == ns and wanted <= set(e.tags) and e.id not in tainted
-    ]
-    n = MemoryNamespace.__table__
-    clock = conn.execute(sa.select(n.c.clock).where(n.c.namespace == ns)).scalar()
-    return entries, int(clock or 0)
 
 
 def _text_of(item: Any) -> str:
@@ -287,7 +213,8 @@ def recall(
     if include_memory and k > 0:
         if embedder is not None and qvec is None:
             qvec = embedder.embed([query])[0]
-        hits += _memory_hits(conn, constraints, query, terms, embedder, qvec, text_weight, tiers)
+        embed = embedder.embed if embedder is not None else None
+        hits += memory_hits(conn, constraints, terms, embed, qvec, text_weight, tiers)
 
     def key(h: tuple[float, float, Any]) -> tuple[float, float, str]:
         item = h[2]
@@ -295,10 +222,12 @@ def recall(
         return (-h[0], -h[1], ident)
 
     ordered = _distinct_texts(sorted((h for h in hits if h[0] > 0), key=key), k)
+    made = {int(h[1]) for h in ordered if isinstance(h[2], RecallHit)}
+    valid = episode_valid_times(conn, role_namespace(constraints.role), made)
     out: list[RecallHit] = []
-    for score, _, item in ordered:
+    for score, episode, item in ordered:
         if isinstance(item, RecallHit):
-            out.append(item)
+            out.append(replace(item, valid_at=valid.get(int(episode))))
             continue
         i, r = item
         cid = str(r["case_id"])
@@ -317,6 +246,8 @@ def recall(
                 match=float(case_match[i]),
                 text_score=0.0 if r["text_score"] is None else float(r["text_score"]),
                 vector_score=vec_scores.get(cid) if embedder else None,
+                valid_at=_aware(r["valid_at"]),
+                recorded_at=_aware(r["reflected_at"]),
             )
         )
     return RecallResult(
@@ -328,53 +259,3 @@ def recall(
         backend=dialect,
         vector_backend=vector_backend,
     )
-
-
-def _memory_hits(
-    conn: sa.Connection,
-    c: RecallConstraints,
-    query: str,
-    terms: tuple[str, ...],
-    embedder: Embedder | None,
-    qvec: Any,
-    weight: float,
-    tiers: Collection[Tier],
-) -> list[tuple[float, float, Any]]:
-    entries, clock = _memory_entries(conn, c, tiers)
-    if not entries:
-        return []
-    text = TokenOverlapMatcher()(" ".join(terms), entries) if terms else np.ones(len(entries))
-    if embedder is not None and qvec is not None:
-        vec = embedder.embed([e.text for e in entries]) @ np.asarray(qvec, dtype=np.float32)
-        match = weight * text + (1.0 - weight) * np.maximum(vec.astype(np.float64), 0.0)
-    else:
-        vec = None
-        match = np.asarray(text, dtype=np.float64)
-    quality = np.asarray([e.quality for e in entries])
-    age = np.asarray([max(clock - e.created_episode, 0) for e in entries], dtype=np.float64)
-    boost = np.asarray([TIER_BOOST[e.tier] for e in entries])
-    scores = rank_scores(match, quality, age, boost)
-    res: list[tuple[float, float, Any]] = []
-    for i, e in enumerate(entries):
-        res.append(
-            (
-                float(scores[i]),
-                float(e.created_episode),
-                RecallHit(
-                    kind="memory",
-                    id=e.id,
-                    tier=e.tier,
-                    text=e.text,
-                    role=c.role,
-                    symbol=c.symbol,
-                    scenario=c.scenario,
-                    outcome_class=None,
-                    decided_at=None,
-                    score=float(scores[i]),
-                    match=float(match[i]),
-                    text_score=float(text[i]),
-                    vector_score=None if vec is None else float(vec[i]),
-                ),
-            )
-        )
-    return res

@@ -1,7 +1,11 @@
 """Recall eligibility as SQL: what may be recalled, decided before anything is ranked.
 
 Only reflected, learnable, non-quarantined manual cases of exactly the asked role, with
-the symbol and scenario when given, and nothing recorded after `as_of`. Every rule is
+the symbol and scenario when given. Time is bi-temporal: `as_of` is *valid* time (the
+cycle's clock: a case counts once it was decided and its outcome matured by then, see
+`valid_time`), so a store back-filled from past years recalls at each clock what a live
+run at that clock would have; `known_at` is *recorded* time (admitted and reflected by
+then, wall clock), for audits of what the system had written. Every rule is
 a SQL predicate (`case_filters`) that the database applies before ranking, and
 `violations` re-states the same rules in Python so recall can prove, per hit, that
 ranking relaxed none of them.
@@ -52,18 +56,30 @@ class RecallConstraints:
     symbol: str | None = None
     scenario: str | None = None
     as_of: datetime | None = None
+    known_at: datetime | None = None
 
     def __post_init__(self) -> None:
         if not self.role:
             raise ValueError("recall needs a role")
-        if self.as_of is not None:
-            object.__setattr__(self, "as_of", _utc(self.as_of))
+        for name in ("as_of", "known_at"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, _utc(value))
 
 
 rc = cast(sa.Table, RoleCase.__table__)
 te = cast(sa.Table, TradeExecution.__table__)
 cr = cast(sa.Table, CaseReflection.__table__)
 qt = cast(sa.Table, Quarantine.__table__)
+
+
+def valid_time() -> sa.ColumnElement[Any]:
+    """When a case's lesson became true on the cycle's clock: its outcome's maturation.
+
+    A case with no maturation stamp (reflected before migration 0019, or by a path that
+    skipped the maturity check) is valid from its recorded reflection, never earlier.
+    """
+    return sa.func.coalesce(rc.c.matured_at, cr.c.reflected_at)
 
 
 def case_filters(c: RecallConstraints) -> list[sa.ColumnElement[bool]]:
@@ -89,11 +105,9 @@ def case_filters(c: RecallConstraints) -> list[sa.ColumnElement[bool]]:
     if c.scenario is not None:
         preds.append(rc.c.scenario == c.scenario)
     if c.as_of is not None:
-        preds += [
-            rc.c.decided_at <= c.as_of,
-            rc.c.admitted_at <= c.as_of,
-            cr.c.reflected_at <= c.as_of,
-        ]
+        preds += [rc.c.decided_at <= c.as_of, valid_time() <= c.as_of]
+    if c.known_at is not None:
+        preds += [rc.c.admitted_at <= c.known_at, cr.c.reflected_at <= c.known_at]
     return preds
 
 
@@ -118,6 +132,7 @@ CASE_COLUMNS = (
     rc.c.decided_at,
     rc.c.admitted_at,
     cr.c.reflected_at,
+    valid_time().label("valid_at"),
     te.c.origin,
     te.c.origin_verified,
 )
@@ -154,7 +169,8 @@ def violations(row: Any, c: RecallConstraints) -> list[str]:
         bad.append("scenario")
     if c.as_of is not None:
         as_of = c.as_of
-        bad += [
-            col for col in ("decided_at", "admitted_at", "reflected_at") if _aware(row[col]) > as_of
-        ]
+        bad += [col for col in ("decided_at", "valid_at") if _aware(row[col]) > as_of]
+    if c.known_at is not None:
+        known = c.known_at
+        bad += [col for col in ("admitted_at", "reflected_at") if _aware(row[col]) > known]
     return bad

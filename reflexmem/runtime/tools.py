@@ -70,7 +70,8 @@ class _RecalledTexts:
                 self.texts.add(text)
 
     def leaks(self, value: Any) -> str | None:
-        from reflexmem.recall.api import RecallHit, RecallResult
+        from reflexmem.recall.api import RecallResult
+        from reflexmem.recall.hit import RecallHit
 
         if isinstance(value, RecallHit | RecallResult):
             return f"a {type(value).__name__} object"

@@ -39,6 +39,7 @@ class Case:
     decided: int = 0  # hours after T0
     admitted: int = 1
     reflected: int = 2
+    matured: int | None = None  # valid time of the outcome; None: not stamped
 
     def eligible(self, c: RecallConstraints) -> bool:
         ok = (
@@ -54,13 +55,16 @@ class Case:
             and (c.symbol is None or self.symbol == c.symbol)
             and (c.scenario is None or self.scenario == c.scenario)
         )
-        if ok and c.as_of is not None:
-            limit = c.as_of
-            ok = all(
-                T0 + timedelta(hours=h) <= limit
-                for h in (self.decided, self.admitted, self.reflected)
-            )
-        return ok
+
+        def by(hours: tuple[int, ...], limit: datetime | None) -> bool:
+            return limit is None or all(T0 + timedelta(hours=h) <= limit for h in hours)
+
+        valid = self.reflected if self.matured is None else self.matured
+        return (
+            ok
+            and by((self.decided, valid), c.as_of)
+            and by((self.admitted, self.reflected), c.known_at)
+        )
 
 
 def _ts(hours: list[int]) -> pl.Series:
@@ -129,6 +133,13 @@ def insert_cases(engine: sa.Engine, cases: list[Case]) -> None:
                     "batch_id": ["b"] * n,
                     "decided_at": _ts([c.decided for c in cases]),
                     "admitted_at": _ts([c.admitted for c in cases]),
+                    "matured_at": pl.Series(
+                        [
+                            None if c.matured is None else T0 + timedelta(hours=c.matured)
+                            for c in cases
+                        ],
+                        dtype=pl.Datetime("us", "UTC"),
+                    ),
                 }
             ),
         )

@@ -54,6 +54,7 @@ def stores(draw: st.DrawFn) -> list[Case]:
                 decided=draw(st.integers(0, 50)),
                 admitted=draw(st.integers(0, 50)),
                 reflected=draw(st.integers(0, 50)),
+                matured=draw(st.one_of(st.none(), st.integers(0, 50))),
             )
         )
     return out
@@ -65,6 +66,7 @@ constraints = st.builds(
     symbol=st.one_of(st.none(), st.sampled_from(SYMBOLS)),
     scenario=st.one_of(st.none(), st.sampled_from(SCENARIOS[1:])),
     as_of=st.one_of(st.none(), st.integers(0, 60).map(lambda h: T0 + timedelta(hours=h))),
+    known_at=st.one_of(st.none(), st.integers(0, 60).map(lambda h: T0 + timedelta(hours=h))),
 )
 queries = st.one_of(
     st.lists(
@@ -96,29 +98,35 @@ def test_no_result_ever_violates_a_constraint(
     assert set(everything.case_ids) == {x.case_id for x in store if x.eligible(c)}
 
 
-def test_as_of_never_returns_anything_recorded_later(engine: sa.Engine) -> None:
+def test_as_of_is_valid_time_and_known_at_is_recorded_time(engine: sa.Engine) -> None:
     insert_cases(
         engine,
         [
-            good(1, decided=0, admitted=1, reflected=2),
-            good(2, decided=10, admitted=11, reflected=12),
-            good(3, decided=0, admitted=1, reflected=30),  # lesson written late
-            good(4, decided=0, admitted=25, reflected=26),
+            good(1, decided=0, admitted=1, reflected=2, matured=2),
+            good(2, decided=10, admitted=11, reflected=12, matured=12),
+            # Back-filled: matured at hour 5, but admitted and reflected only at 40.
+            good(3, decided=0, admitted=40, reflected=41, matured=5),
+            good(4, decided=0, admitted=25, reflected=26),  # no stamp: valid when reflected
         ],
     )
     with engine.connect() as conn:
 
-        def ids(hours: int | None) -> set[str]:
-            as_of = None if hours is None else T0 + timedelta(hours=hours)
-            return set(
-                recall(conn, RecallConstraints(role="r1", as_of=as_of), "earnings", k=10).case_ids
+        def ids(as_of: int | None = None, known_at: int | None = None) -> set[str]:
+            c = RecallConstraints(
+                role="r1",
+                as_of=None if as_of is None else T0 + timedelta(hours=as_of),
+                known_at=None if known_at is None else T0 + timedelta(hours=known_at),
             )
+            return set(recall(conn, c, "earnings", k=10).case_ids)
 
         assert ids(1) == set()
         assert ids(2) == {"c1"}
-        assert ids(12) == {"c1", "c2"}
-        assert ids(29) == {"c1", "c2", "c4"}
-        assert ids(None) == {"c1", "c2", "c3", "c4"}
+        assert ids(5) == {"c1", "c3"}
+        assert ids(12) == {"c1", "c2", "c3"}
+        assert ids(29) == {"c1", "c2", "c3", "c4"}
+        assert ids(known_at=29) == {"c1", "c2", "c4"}
+        assert ids(as_of=12, known_at=29) == {"c1", "c2"}
+        assert ids() == {"c1", "c2", "c3", "c4"}
 
 
 INJECTIONS = [

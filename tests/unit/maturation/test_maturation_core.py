@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 
 from reflexmem.maturation import decide_maturity, settle_frame
+from reflexmem.maturation.mature import valid_from
 from reflexmem.prices import dfull_prices
 from reflexmem.prices.series import (
     MappingPrices,
@@ -108,6 +109,39 @@ def test_maturity_reasons_come_in_policy_order() -> None:
         "not_due",
     ]
     assert out["new_state"].to_list()[0] == "eligible"
+
+
+def test_a_matured_outcome_is_valid_from_its_due_time_or_its_settlement_if_later() -> None:
+    utc = UTC
+    cases = pl.DataFrame(
+        {
+            "role_id": ["r", "r", "r"],
+            "decided_at": [datetime(2025, 1, 1, tzinfo=utc)] * 3,
+            "settled_at": [
+                datetime(2025, 1, 4, tzinfo=utc),  # settled before it was due
+                datetime(2025, 1, 15, tzinfo=utc),  # settled after
+                None,  # not settled: not mature, no valid time
+            ],
+            "settled": [1, 1, 0],
+            "points": [8, 8, 0],
+        }
+    ).with_columns(pl.col("settled_at").cast(pl.Datetime("us", "UTC")))
+    days = {"r": 10}
+    for clock in (datetime(2025, 1, 20, tzinfo=utc), datetime(2025, 6, 1, tzinfo=utc)):
+        out = decide_maturity(cases, days, as_of=clock, min_points=3)
+        stamped = out.select(valid_from(days))[:, 0].to_list()
+        # The stamp is a property of the data, not of the clock the check ran at.
+        assert stamped == [
+            datetime(2025, 1, 11, tzinfo=utc),
+            datetime(2025, 1, 15, tzinfo=utc),
+            None,
+        ]
+    # Just before its stamp the first case is not mature yet; at its stamp, it is.
+    states = [
+        decide_maturity(cases[:1], days, as_of=datetime(2025, 1, d, 23, tzinfo=utc), min_points=3)
+        for d in (10, 11)
+    ]
+    assert [f["new_state"][0] for f in states] == ["pending", "eligible"]
 
 
 def test_dfull_source_has_hourly_tickers_and_daily_spy() -> None:
