@@ -10,7 +10,7 @@ one operation. Each publishes a table artifact of what it did.
 |---|---|---|
 | `candidate_generation` | lessons and memory rules -> L0/L1/L2 candidates | `5 1 * * *` |
 | `shadow_evaluation` | check new decisions -> advance versions on their evidence | `20 * * * *` |
-| `audit` | sample audits and drift of active skills, quarantine, revalidation | `50 1 * * *` |
+| `audit` | skill audits, drift, revalidation; structure drift and rollback | `50 1 * * *` |
 
 Shadow evaluation runs hourly, after the distillation sweep (`45 * * * *`), so that new
 decisions are checked soon after they arrive; generation and audits run once a day
@@ -29,6 +29,7 @@ from flows.cycle import SCHEDULED
 from flows.settings import flow_settings
 from reflexmem.operations.cycle import plain, run_audit, run_generation, run_shadow
 from reflexmem.operations.maturation import plan
+from reflexmem.operations.structure_audit import run_structure_audit
 from tasks.runner import PrefectRunner
 
 GENERATION_CRON = "5 1 * * *"
@@ -92,7 +93,11 @@ def audit(
     home: str | None = None,
     as_of: datetime | None = None,
 ) -> dict[str, Any]:
-    """Audit active skills (sample and drift), quarantine, revalidate quarantined ones."""
+    """Audit active skills and structure bundles: drift, quarantine, revalidate, roll back.
+
+    The structure part runs after the skill audit: a scope without an active bundle is
+    skipped; a drifted bundle is quarantined and the previous verified one restored.
+    """
     runner = PrefectRunner(flow_settings(database_url, tracking_uri, home))
     clock = runner.run(plan, as_of=as_of).as_of
     report: dict[str, Any] = plain(run_audit(runner, clock))
@@ -100,5 +105,21 @@ def audit(
         "skill-audit",
         f"{report['checks']} evaluation(s)",
         [{"skill": m["skill"], "from": m["frm"], "to": m["to"]} for m in report["moves"]],
+    )
+    structures = run_structure_audit(runner)
+    report["structures"] = plain(structures)
+    _table(
+        "structure-audit",
+        f"{len(structures.scopes)} scope(s), {len(structures.rolled_back)} rolled back",
+        [
+            {
+                "scope": s.scope,
+                "drifted": s.drifted,
+                "quarantined": s.quarantined or "",
+                "restored": s.restored or "",
+                "skipped": s.skipped or "",
+            }
+            for s in structures.scopes
+        ],
     )
     return report

@@ -10,7 +10,8 @@ operator and its steps, the search and the per-family success as tags, and gets 
 alias `current-<family>` for every task family it now serves plus `current`.
 (`log_inputs(models=...)` is Databricks-only, so evaluation data travel as datasets
 and tags.) The ledger row of the version stores the model version number, and the
-version's tags name the ledger structure ID, so either side leads to the other.
+version's tags name the ledger structure ID, so either side leads to the other. A
+rollback moves the quarantined version's aliases back to the restored version.
 
 The tracking URI is always passed in (`sqlite:///...`), the artifact root is set
 explicitly on the experiment, and MLflow is imported inside the methods.
@@ -233,6 +234,40 @@ class StructureRegistry:
                 self.client.set_registered_model_alias(self.model, alias, mv.version)
         return RegisteredVersion(self.model, str(mv.version), run_id, tuple(aliases))
 
+    def move_aliases(self, from_id: str, to_id: str) -> dict[str, Any]:
+        """Move every alias on `from_id`'s model version to `to_id`'s (a rollback).
+
+        Registry aliases only, never stages. Idempotent: a second call finds no alias
+        left on the quarantined version. If the restored version was never registered,
+        the aliases are removed, so no alias keeps marking a quarantined version.
+        """
+        with _quiet():
+            src, dst = self.version_of(from_id), self.version_of(to_id)
+            out: dict[str, Any] = {
+                "model": self.model,
+                "from_version": None if src is None else str(src.version),
+                "to_version": None if dst is None else str(dst.version),
+                "aliases": [],
+            }
+            if src is None:
+                return out
+            aliases = sorted(self.client.get_model_version(self.model, src.version).aliases)
+            for alias in aliases:
+                if dst is None:
+                    self.client.delete_registered_model_alias(self.model, alias)
+                else:
+                    self.client.set_registered_model_alias(self.model, alias, dst.version)
+            self.client.set_model_version_tag(
+                self.model, src.version, "reflexmem.lifecycle", "quarantined"
+            )
+            if dst is not None:
+                self.client.set_model_version_tag(
+                    self.model, dst.version, "reflexmem.lifecycle", "active"
+                )
+        out["aliases"] = aliases
+        out["removed" if dst is None else "moved"] = True
+        return out
+
     def structure_yaml(self, version: str) -> str:
         """The YAML artifact of a model version, read back from the artifact store."""
         with _quiet():
@@ -283,3 +318,7 @@ class StructureTracker:
             "run_id": reg.run_id,
             "aliases": reg.aliases,
         }
+
+    def roll_back(self, quarantined_id: str, restored_id: str) -> dict[str, Any]:
+        """Move the quarantined version's aliases (`current`, `current-<family>`) back."""
+        return self.registry.move_aliases(quarantined_id, restored_id)

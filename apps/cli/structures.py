@@ -1,14 +1,21 @@
-"""Structure versions: check a file, mutate, search, show the current one, roll back."""
+"""Structure versions: check a file, mutate, search, show, test for drift, roll back.
+
+`drift` and `rollback` are the user's handle on the rollout safety net that the daily
+`audit` flow runs on its own (docs/structures.md, "Drift, quarantine and rollback").
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from apps.cli.common import app, console, emit, err
+
+if TYPE_CHECKING:
+    from reflexmem.operations.resources import Resources
 
 structures_app = typer.Typer(
     no_args_is_help=True, help="Structure G versions (docs/design.md §11)."
@@ -95,3 +102,60 @@ def show_cmd(
     from reflexmem.operations.structures import show_structures
 
     emit(show_structures(open_resources(), scope), as_json)  # exit 2 on an unmigrated ledger
+
+
+def _known_scope(res: Resources, scope: str) -> None:
+    """Exit 2 unless a bundle was ever activated in `scope`."""
+    from reflexmem.structures import restore
+
+    with res.engine.connect() as conn:
+        known = restore.scopes(conn)
+    if scope not in known:
+        err.print(f"[red]unknown scope[/red] {scope!r} (scopes: {', '.join(known) or 'none'})")
+        raise typer.Exit(2)
+
+
+@structures_app.command("drift")
+def drift_cmd(
+    scope: Annotated[
+        str | None, typer.Option(help="Bundle scope (default: every scope with one).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """The drift test of each active bundle and what a rollback would restore; changes nothing."""
+    from apps.cli.common import open_resources
+    from reflexmem.operations.cycle import plain
+    from reflexmem.operations.structure_audit import audit_structures
+
+    res = open_resources()  # exit 2 on an unmigrated ledger
+    if scope is not None:
+        _known_scope(res, scope)
+    emit(plain(audit_structures(res, scope, apply=False)), as_json)
+
+
+@structures_app.command("rollback")
+def rollback_cmd(
+    scope: Annotated[str, typer.Option(help="Bundle scope.")] = "office",
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            help="Bundle ID, structure ID or MLflow model version (default: the previous one).",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Quarantine the active bundle and restore an earlier verified one (pins checked)."""
+    from apps.cli.common import open_resources
+    from reflexmem.operations.cycle import plain
+    from reflexmem.operations.structure_audit import rollback_structure
+    from reflexmem.structures.restore import RollbackRefused
+
+    res = open_resources()  # exit 2 on an unmigrated ledger
+    _known_scope(res, scope)
+    try:
+        done = rollback_structure(res, scope, to)
+    except RollbackRefused as exc:
+        err.print(f"[red]rollback refused[/red] {exc}", soft_wrap=True)
+        raise typer.Exit(2) from exc
+    emit(plain(done), as_json)

@@ -16,5 +16,7 @@ demo, the benchmarks and the tests call operations directly. See `docs/architect
 | `memory` | record episodes (one role), namespaces due, distil (one namespace) |
 | `recall` | recall with the bandit's retrieval policy (active mode) |
 | `cycle_runs` | the parent tracking run of one cycle: begin, end |
+| `structures` | structure search: prepare, search, test, store, register, activate |
+| `structure_audit` | drift of active structure bundles, quarantine, rollback (`audit` flow) |
 | `cycle` | the sequences: intake, maturation, reflection, memory, the whole cycle |
 """

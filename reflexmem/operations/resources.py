@@ -169,6 +169,10 @@ class StructureTracking(Protocol):
         """Register a ledger version (once) and write its model version back; where it went."""
         ...
 
+    def roll_back(self, quarantined_id: str, restored_id: str) -> Mapping[str, Any] | None:
+        """Move the aliases marking the quarantined version to the restored one; what moved."""
+        ...
+
 
 class NullStructureTracking:
     """Registers nothing (the ledger alone; tests that do not track)."""
@@ -177,6 +181,10 @@ class NullStructureTracking:
         self, engine: sa.Engine, structure_id: str, **extra: Any
     ) -> Mapping[str, Any] | None:
         """No registry."""
+        return None
+
+    def roll_back(self, quarantined_id: str, restored_id: str) -> Mapping[str, Any] | None:
+        """No registry, no alias to move."""
         return None
 
 

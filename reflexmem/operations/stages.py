@@ -26,6 +26,7 @@ from reflexmem.operations import (
     reflection,
     skill_lifecycle,
     skills,
+    structure_audit,
     structures,
 )
 
@@ -84,6 +85,11 @@ STAGES: tuple[Stage, ...] = (
     Stage(structures.store_search, "structures: the search, its archive, the winner version", 1),
     Stage(structures.register_winner, "structures: the winner in the MLflow registry", 1),
     Stage(structures.activate_winner, "structures: the winner becomes the active bundle", 1),
+    Stage(
+        structure_audit.audit_structures,
+        "structures: drift of active bundles; quarantine and roll back the drifted ones",
+        1,
+    ),
 )
 
 _BY_OP: dict[Callable[..., Any], Stage] = {s.op: s for s in STAGES}

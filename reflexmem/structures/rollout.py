@@ -18,11 +18,9 @@ from reflexmem.structures import persist
 from reflexmem.structures.bundle import Bundle, DriftReport, bundle_for, check_bundle, detect_drift
 from reflexmem.structures.evaluate import Evaluation, replay
 from reflexmem.structures.model import Structure
+from reflexmem.structures.restore import RollbackRefused as RollbackRefused
+from reflexmem.structures.restore import pin_checksums, rollback
 from reflexmem.structures.runtime import Environment, EpisodeResult, Task
-
-
-class RollbackRefused(RuntimeError):
-    """There is no earlier verified bundle to roll back to."""
 
 
 def baseline_of(ev: Evaluation) -> dict[str, list[int]]:
@@ -60,8 +58,14 @@ def activate(
         )
         persist.point_to(conn, scope, bundle.bundle_id)
         persist.set_lifecycle(conn, [structure_id], "active")
+        row = persist.bundle_row(conn, bundle.bundle_id)
+        assert row is not None
         persist.record_events(
-            conn, kind="activated", structure_id=structure_id, bundle_id=bundle.bundle_id
+            conn,
+            kind="activated",
+            structure_id=structure_id,
+            bundle_id=bundle.bundle_id,
+            detail={"pins": pin_checksums(conn, row)},  # what a rollback checks it against
         )
     return bundle
 
@@ -130,34 +134,12 @@ class Rollback:
 
 
 def quarantine_and_rollback(engine: sa.Engine, scope: str, report: DriftReport) -> Rollback:
-    """Quarantine the active bundle and restore the previous verified one, atomically."""
-    with engine.begin() as conn:
-        bid = persist.active_bundle_id(conn, scope)
-        current = persist.bundle_row(conn, bid) if bid else None
-        if current is None:
-            raise RollbackRefused(f"scope {scope!r} has no active bundle")
-        target_id = current["previous_bundle_id"]
-        target = persist.bundle_row(conn, target_id) if target_id else None
-        while target is not None and target["state"] == "quarantined":
-            target = persist.bundle_row(conn, target["previous_bundle_id"] or "")
-        if target is None:
-            raise RollbackRefused(f"{current['bundle_id']} has no earlier verified bundle")
-        at = persist.now()
-        persist.set_bundle(conn, current["bundle_id"], state="quarantined", quarantined_at=at)
-        persist.set_bundle(conn, target["bundle_id"], state="active", activated_at=at)
-        persist.point_to(conn, scope, target["bundle_id"])
-        persist.set_lifecycle(conn, [current["structure_id"]], "quarantined")
-        persist.set_lifecycle(conn, [target["structure_id"]], "active")
-        detail = {"drift": report.to_dict(), "restored": target["bundle_id"]}
-        for kind in ("drift", "quarantined", "rolled_back"):
-            persist.record_events(
-                conn,
-                kind=kind,
-                structure_id=current["structure_id"],
-                bundle_id=current["bundle_id"],
-                detail=detail,
-            )
-    return Rollback(persist.to_bundle(current), persist.to_bundle(target))
+    """Quarantine the active bundle and restore the previous verified one, atomically.
+
+    `restore.rollback` does it (pins verified before and after); this names the pair.
+    """
+    done = rollback(engine, scope, drift=report)
+    return Rollback(done.quarantined, done.restored)
 
 
 def replay_recorded(
