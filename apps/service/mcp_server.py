@@ -14,10 +14,10 @@ boundary and no bearer token is asked for; the HTTP API is the networked surface
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
-from datetime import datetime
 from importlib.metadata import version
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -40,6 +40,31 @@ INSTRUCTIONS = (
 
 def _tool_error(exc: ToolFailure) -> ToolError:
     return ToolError(f"{exc.status} {exc.code}: {exc}")
+
+
+def _errors(exc: ValidationError) -> str:
+    """Pydantic's errors as `field: message` pairs, without its URLs and input dumps."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors()
+    )
+
+
+def _signature_of(model: type[BaseModel]) -> inspect.Signature:
+    """A tool signature with one keyword per field of `model`: its type, bounds, text.
+
+    The tool's input schema is then the request model's own (descriptions, `k` in
+    [1, 100], a non-empty role), written once in `agent_tools`.
+    """
+    params = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=Annotated[field.annotation, field],
+            **({} if field.is_required() else {"default": field.default}),
+        )
+        for name, field in model.model_fields.items()
+    ]
+    return inspect.Signature(params, return_annotation=dict[str, Any])
 
 
 def _recorder(res: Resources, kind: str) -> Callable[..., dict[str, Any]]:
@@ -78,35 +103,16 @@ def build_mcp(res: Resources, mode: MemoryMode) -> MCPServer[Any]:
     if mode is not MemoryMode.ACTIVE:
         return server
 
-    def recall(
-        role: str,
-        query: str,
-        symbol: str | None = None,
-        scenario: str | None = None,
-        as_of: datetime | None = None,
-        known_at: datetime | None = None,
-        decision_id: str | None = None,
-        k: int | None = None,
-        policy: str | None = None,
-    ) -> dict[str, Any]:
+    def recall(**arguments: Any) -> dict[str, Any]:
         """Recall lessons, patterns and rules of one role, under every constraint."""
         try:
-            request = RecallRequest(
-                role=role,
-                query=query,
-                symbol=symbol,
-                scenario=scenario,
-                as_of=as_of,
-                known_at=known_at,
-                decision_id=decision_id,
-                k=k,
-                policy=policy,
-            )
+            request = RecallRequest(**arguments)
             return agent_tools.recall(res, mode, request)
         except ValidationError as exc:
-            raise ToolError(f"422 invalid: {exc}") from exc
+            raise ToolError(f"422 invalid: {_errors(exc)}") from exc
         except ToolFailure as exc:
             raise _tool_error(exc) from exc
 
+    recall.__signature__ = _signature_of(RecallRequest)  # type: ignore[attr-defined]
     server.add_tool(recall, name="recall")
     return server

@@ -98,7 +98,7 @@ def test_in_active_mode_the_mcp_server_offers_recall(engine: sa.Engine, tmp_path
     reflection.reflect(res, "momentum")
     server = build_mcp(res, MemoryMode.ACTIVE)
 
-    async def session() -> tuple[set[str], Any, Any]:
+    async def session() -> tuple[set[str], Any, Any, Any, dict[str, Any]]:
         async with Client(server) as client:
             listed = await client.list_tools()
             hit = await client.call_tool(
@@ -106,9 +106,11 @@ def test_in_active_mode_the_mcp_server_offers_recall(engine: sa.Engine, tmp_path
                 {"role": "momentum", "query": "breakout entry", "k": 3, "policy": "full_detailed"},
             )
             unknown = await client.call_tool("recall", {"role": "astrology", "query": "x"})
-            return {t.name for t in listed.tools}, hit, unknown
+            too_many = await client.call_tool("recall", {"role": "momentum", "query": "x", "k": 0})
+            schema = next(t for t in listed.tools if t.name == "recall").input_schema
+            return {t.name for t in listed.tools}, hit, unknown, too_many, schema
 
-    names, hit, unknown = anyio.run(session)
+    names, hit, unknown, too_many, schema = anyio.run(session)
     assert names == {*RECORDERS, "consume_preview", "recall"}
     assert not hit.is_error, _text(hit)
     body = hit.structured_content
@@ -119,3 +121,14 @@ def test_in_active_mode_the_mcp_server_offers_recall(engine: sa.Engine, tmp_path
     assert scalar(engine, "SELECT COUNT(*) FROM recall_log") == 1
     assert unknown.is_error
     assert "422 unknown_role: role:" in _text(unknown)
+    # The recall tool's schema is the request model's: every field described, k bounded.
+    props = schema["properties"]
+    assert set(props) >= {"role", "query", "as_of", "known_at", "k", "policy"}
+    assert all(p.get("description") for p in props.values())
+    assert (props["k"]["anyOf"][0]["minimum"], props["k"]["anyOf"][0]["maximum"]) == (1, 100)
+    assert schema["required"] == ["role", "query"]
+    assert too_many.is_error
+    assert "k" in _text(too_many)
+    for hit_row in body["hits"]:
+        assert hit_row["valid_at"] is not None
+        assert hit_row["recorded_at"] is not None

@@ -86,7 +86,7 @@ def test_upgrade_gives_rows_written_before_it_their_valid_times(engine: sa.Engin
     finally:
         migrate.upgrade(engine)
     with engine.connect() as conn:
-        cases = dict(
+        cases: dict[str, object] = dict(
             conn.execute(
                 sa.text("SELECT case_id, matured_at FROM role_cases ORDER BY case_id")
             ).all()
@@ -94,7 +94,7 @@ def test_upgrade_gives_rows_written_before_it_their_valid_times(engine: sa.Engin
         reflected = conn.execute(
             sa.text("SELECT reflected_at FROM case_reflections WHERE case_id = 'c1'")
         ).scalar_one()
-        episodes = dict(
+        episodes: dict[str, object] = dict(
             conn.execute(sa.text("SELECT entry_id, superseded_episode FROM memory_entries")).all()
         )
     assert _triggers(engine) == triggers  # no table was copied, no trigger lost
