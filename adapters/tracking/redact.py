@@ -16,6 +16,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from adapters.tracking.store_init import initialised
 from reflexmem.redact import redact
 
 TEXT_SUFFIXES = {".txt", ".json", ".yaml", ".yml", ".md", ".csv", ".log", ".html"}
@@ -123,4 +124,7 @@ def redacting_client(tracking_uri: str, registry_uri: str | None = None) -> Any:
                 args = (*args[:2], redact(str(args[2])), *args[3:])
             return super().set_model_version_tag(name, *args, **kw)
 
-    return RedactingClient(tracking_uri=tracking_uri, registry_uri=registry_uri)
+    return initialised(
+        lambda: RedactingClient(tracking_uri=tracking_uri, registry_uri=registry_uri),
+        tracking_uri,
+    )
