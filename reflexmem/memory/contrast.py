@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
+from scipy import special
 
 CONFIDENCE = 0.95
 MIN_SIDE = 2
@@ -118,6 +118,15 @@ class Contrast:
         return {k: getattr(self, k) for k in self.__slots__}
 
 
+def _t_sf(t: float, df: float) -> float:
+    """Student's t survival function: `scipy.stats.t.sf` without its per-call overhead.
+
+    The same special function the distribution object calls (about 100 us less per
+    call; a cycle computes thousands of contrasts).
+    """
+    return float(special.stdtr(df, -t))
+
+
 def welch(
     n1: ArrayLike,
     mean1: ArrayLike,
@@ -140,7 +149,7 @@ def welch(
         se = np.sqrt(a + b)
         df = (a + b) ** 2 / (a**2 / (a_n - 1) + b**2 / (b_n - 1))
         diff = np.where(ok, np.asarray(mean1, float) - np.asarray(mean2, float), np.nan)
-        q = stats.t.ppf(0.5 + confidence / 2.0, np.where(se > 0, df, 1.0))
+        q = special.stdtrit(np.where(se > 0, df, 1.0), 0.5 + confidence / 2.0)
         half = np.where(se > 0, q * se, 0.0)
         t = diff / se
     return diff, diff - half, diff + half, t, np.where(se > 0, df, np.inf)
@@ -166,9 +175,9 @@ def contrast(inside: Moments, outside: Moments, *, direction: int = 0) -> Contra
     if math.isnan(tt):
         p = 1.0
     elif direction == 0:
-        p = float(2.0 * stats.t.sf(abs(tt), dof))
+        p = float(2.0 * _t_sf(abs(tt), dof))
     else:
-        p = float(stats.t.sf(direction * tt, dof))
+        p = float(_t_sf(direction * tt, dof))
     return Contrast(
         n_in=inside.n,
         n_out=outside.n,

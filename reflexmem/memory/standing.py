@@ -50,10 +50,13 @@ def lowest_of(
 class TierStanding:
     """Entries of one tier with their quality, creation episode, boost and dead flag."""
 
-    __slots__ = ("boost", "created", "dead", "entries", "quality")
+    __slots__ = ("boost", "created", "dead", "entries", "ids", "quality")
 
     def __init__(self, entries: list[MemoryEntry]) -> None:
         self.entries = entries
+        # Positions are found by id: `list.index` on the entries compares whole frozen
+        # dataclasses field by field (it was the largest cost of recording episodes).
+        self.ids = [e.id for e in entries]
         cols = np.array([_values(e) for e in entries], dtype=np.float64).reshape(-1, 4)
         self.quality = cols[:, 0].copy()
         self.created = cols[:, 1].copy()
@@ -75,12 +78,24 @@ class TierStanding:
             clock,
         )
 
+    def restate(self, old: MemoryEntry, new: MemoryEntry) -> None:
+        """`old` moved to `new.state` in place: only its dead flag can change.
+
+        A new version supersedes the one it extends right after it is written, so
+        rebuilding the columns on every state change cost O(cap) per distilled pattern.
+        """
+        i = self.ids.index(old.id)
+        self.entries[i] = new
+        self.dead[i] = new.state in DEAD
+
     def replace(self, victim: MemoryEntry, newcomer: MemoryEntry) -> None:
         """The victim leaves, the newcomer joins at the end (the bucket's own order)."""
-        i = self.entries.index(victim)
+        i = self.ids.index(victim.id)
         q, c, b, d = _values(newcomer)
         del self.entries[i]
+        del self.ids[i]
         self.entries.append(newcomer)
+        self.ids.append(newcomer.id)
         self.quality = np.append(np.delete(self.quality, i), q)
         self.created = np.append(np.delete(self.created, i), c)
         self.boost = np.append(np.delete(self.boost, i), b)

@@ -231,9 +231,14 @@ class InMemoryStore(Freezable):
         key = self._where.get(entry_id)
         if key is None:
             raise KeyError(entry_id)
-        updated = self._tiers[key][entry_id].with_state(state)
+        old = self._tiers[key][entry_id]
+        updated = old.with_state(state)
         self._tiers[key][entry_id] = updated
+        table = self._standing.get(key)
         self._invalidate(key)
+        if table is not None:
+            table.restate(old, updated)
+            self._standing[key] = table
         return updated
 
     def has_window(self, namespace: str, window_key: str) -> bool:
