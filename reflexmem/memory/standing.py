@@ -4,7 +4,7 @@ Once a (namespace, tier) is full, every write asks which entry ranks lowest amon
 tier and the newcomer. Building the quality, age and boost arrays from the entries for
 each write cost O(cap) Python per write (about 45 µs per episode at the default cap of
 500, the largest single cost of recording 1e5 episodes). Here the arrays are built once
-when the tier fills and then updated in place, one entry out and one in per write, so a
+when the tier fills and then updated in place (the newcomer takes the victim's slot), so a
 write costs a few numpy operations over the tier. The ranking is the same formula over
 the same values (`reflexmem.memory.ranking.rank_scores`), so the victim is the one
 `standing` picks: lowest score, ties to the oldest and then the smallest id, dead
@@ -32,19 +32,14 @@ def _values(entry: MemoryEntry) -> tuple[float, float, float, bool]:
     )
 
 
-def lowest_of(
-    entries: list[MemoryEntry],
+def _scores(
     quality: NDArray[np.float64],
     created: NDArray[np.float64],
     boost: NDArray[np.float64],
     clock: int,
-) -> MemoryEntry:
-    """The lowest-ranked of `entries` (aligned arrays) at `clock`, ties oldest then id."""
+) -> NDArray[np.float64]:
     age = np.maximum(float(clock) - created, 0.0)
-    scores = rank_scores(np.ones(len(entries)), quality, age, boost)
-    low = float(scores.min())
-    tied = [entries[i] for i in np.flatnonzero(scores == low).tolist()]
-    return min(tied, key=lambda e: (e.created_episode, e.id))
+    return rank_scores(np.ones(len(quality)), quality, age, boost)
 
 
 class TierStanding:
@@ -63,20 +58,34 @@ class TierStanding:
         self.boost = cols[:, 2].copy()
         self.dead = cols[:, 3].astype(np.bool_)
 
+    def _oldest(self, tied: list[int]) -> MemoryEntry:
+        """Of tied positions, the oldest entry, then the smallest id."""
+        best = min(tied, key=lambda i: (self.created[i], self.ids[i]))
+        return self.entries[best]
+
     def victim(self, newcomer: MemoryEntry, clock: int) -> MemoryEntry:
-        """Who goes if `newcomer` is written: a dead entry first, else the lowest of all."""
+        """Who goes if `newcomer` is written: a dead entry first, else the lowest of all.
+
+        The lowest score, ties to the oldest and then the smallest id; only the tied
+        positions are looked at in Python.
+        """
         if self.dead.any():
             idx = np.flatnonzero(self.dead)
-            dead = [self.entries[i] for i in idx.tolist()]
-            return lowest_of(dead, self.quality[idx], self.created[idx], self.boost[idx], clock)
+            scores = _scores(self.quality[idx], self.created[idx], self.boost[idx], clock)
+            return self._oldest(idx[scores == scores.min()].tolist())
         q, c, b, _ = _values(newcomer)
-        return lowest_of(
-            [*self.entries, newcomer],
-            np.append(self.quality, q),
-            np.append(self.created, c),
-            np.append(self.boost, b),
-            clock,
+        # One array with the newcomer last: every score from the same vectorised pass.
+        scores = _scores(
+            np.append(self.quality, q), np.append(self.created, c), np.append(self.boost, b), clock
         )
+        tied = np.flatnonzero(scores == scores.min()).tolist()
+        n = len(self.entries)
+        rivals = [i for i in tied if i < n]
+        if len(rivals) == len(tied):
+            return self._oldest(rivals)
+        if not rivals:
+            return newcomer
+        return min((self._oldest(rivals), newcomer), key=lambda e: (e.created_episode, e.id))
 
     def restate(self, old: MemoryEntry, new: MemoryEntry) -> None:
         """`old` moved to `new.state` in place: only its dead flag can change.
@@ -89,14 +98,9 @@ class TierStanding:
         self.dead[i] = new.state in DEAD
 
     def replace(self, victim: MemoryEntry, newcomer: MemoryEntry) -> None:
-        """The victim leaves, the newcomer joins at the end (the bucket's own order)."""
+        """The newcomer takes the victim's position (the victim's choice ignores order)."""
         i = self.ids.index(victim.id)
         q, c, b, d = _values(newcomer)
-        del self.entries[i]
-        del self.ids[i]
-        self.entries.append(newcomer)
-        self.ids.append(newcomer.id)
-        self.quality = np.append(np.delete(self.quality, i), q)
-        self.created = np.append(np.delete(self.created, i), c)
-        self.boost = np.append(np.delete(self.boost, i), b)
-        self.dead = np.append(np.delete(self.dead, i), d)
+        self.entries[i] = newcomer
+        self.ids[i] = newcomer.id
+        self.quality[i], self.created[i], self.boost[i], self.dead[i] = q, c, b, d
