@@ -77,9 +77,7 @@ class LiveEntries:
     recorded: Mapping[str, datetime]
 
 
-def _live_then(
-    state_at: sa.ColumnElement[Any], after: sa.ColumnElement[Any]
-) -> sa.ColumnElement[bool]:
+def _live_then(state_at: sa.ColumnElement[Any], after: Any) -> sa.ColumnElement[bool]:
     return sa.or_(
         me.c.state == EntryState.ACTIVE.value,
         sa.and_(me.c.state == EntryState.SUPERSEDED.value, state_at > after),
@@ -103,11 +101,9 @@ def live_entries(conn: sa.Connection, c: RecallConstraints, tiers: Collection[Ti
         then = episode_clock_at(conn, ns, c.as_of)
         clock = now if then is None else min(then, now)
         superseded = sa.func.coalesce(me.c.superseded_episode, -1)
-        stmt = stmt.where(me.c.created_episode <= clock, _live_then(superseded, sa.literal(clock)))
+        stmt = stmt.where(me.c.created_episode <= clock, _live_then(superseded, clock))
     if c.known_at is not None:
-        stmt = stmt.where(
-            me.c.created_at <= c.known_at, _live_then(me.c.superseded_at, sa.literal(c.known_at))
-        )
+        stmt = stmt.where(me.c.created_at <= c.known_at, _live_then(me.c.superseded_at, c.known_at))
     rows = list(conn.execute(stmt).mappings())
     if not rows:  # nothing to check for taint (its recursive query is not free)
         return LiveEntries([], clock or 0, {})

@@ -123,15 +123,19 @@ def test_accepting_makes_it_recallable_from_then_on(reflected: tuple[Resources, 
     )
     with res.engine.connect() as conn:
         now = recall_cases(conn, RecallConstraints(role=ROLE), "autopilot", k=1000)
+        # Recorded time: the system had not written it as a lesson before the review.
         earlier = recall_cases(
-            conn, RecallConstraints(role=ROLE, as_of=before), "autopilot", k=1000
+            conn, RecallConstraints(role=ROLE, known_at=before), "autopilot", k=1000
         )
+        # Valid time: its outcome had matured long before (the data's own clock).
+        valid = recall_cases(conn, RecallConstraints(role=ROLE, as_of=before), "autopilot", k=1000)
         row = conn.execute(
             sa.text("SELECT status, decided_by, note FROM lesson_reviews WHERE case_id = :c"),
             {"c": case_id},
         ).one()
     assert case_id in now.case_ids
     assert case_id not in earlier.case_ids
+    assert case_id in valid.case_ids
     assert tuple(row) == ("accepted", "reviewer@desk", "reviewed: quoted, harmless")
     with pytest.raises(ReviewError, match="no held lesson"):
         lessons.reject(res, case_id, "someone-else")

@@ -81,6 +81,14 @@ def test_recall_shows_every_tier_once_and_sees_the_past_as_it_was(
     past = next(h for h in then.hits if h.tier is Tier.SEMANTIC and "chased" in h.text)
     assert past.id != current.id
     assert current.id not in {h.id for h in then.hits}
+    # These episodes have no case: their valid time is when they were recorded, so the
+    # recorded-time question ("what had been written by then") sees the same past.
+    known = recall(
+        res, RecallConstraints(role=ROLE, known_at=before_update), QUERY, policy="full_detailed"
+    ).result
+    assert [h.id for h in known.hits if h.kind == "memory"] == [
+        h.id for h in then.hits if h.kind == "memory"
+    ]
     seen = {h.id: int(h.text.split("(seen ")[1].split("x")[0]) for h in (past, current)}
     assert 0 < seen[past.id] < seen[current.id] <= 110
 
