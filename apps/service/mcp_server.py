@@ -20,7 +20,7 @@ from importlib.metadata import version
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from pydantic import BaseModel, ValidationError
 
 from apps.service import agent_tools
@@ -40,6 +40,30 @@ INSTRUCTIONS = (
 
 def _tool_error(exc: ToolFailure) -> ToolError:
     return ToolError(f"{exc.status} {exc.code}: {exc}")
+
+
+class _Server(MCPServer[Any]):
+    """The MCP server whose errors read like the API's: status, code, then the detail.
+
+    The framework validates a call's arguments against the tool's schema before the
+    tool runs and would answer pydantic's own dump (with input values and URLs); it
+    also prefixes a tool's own refusal with "Error executing tool <name>:".
+    """
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc, UnexpectedToolError):
+                raise
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(f"422 invalid: {_errors(cause)}") from cause
+            # A refusal of ours already starts with its status and code: drop the prefix.
+            text = str(exc).removeprefix(f"Error executing tool {name}: ")
+            if text[:3].isdigit():
+                raise ToolError(text) from cause
+            raise
 
 
 def _errors(exc: ValidationError) -> str:
@@ -82,7 +106,7 @@ def _recorder(res: Resources, kind: str) -> Callable[..., dict[str, Any]]:
 
 def build_mcp(res: Resources, mode: MemoryMode) -> MCPServer[Any]:
     """An MCP server over `res` whose tools call the operations; recall only if active."""
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = _Server(
         "reflexmem", instructions=INSTRUCTIONS, version=version("reflexmem")
     )
     for kind in RECORD_KINDS:
