@@ -77,6 +77,16 @@ def mature_and_evaluate(res: Resources, as_of: datetime = AS_OF) -> MaturationRe
     return run_maturation(DirectRunner(res), CycleParams(as_of=as_of))
 
 
+def tmp_settings(tmp: Path) -> Settings:
+    """Embedded settings under `tmp`: SQLite ledger and MLflow store, artifact root."""
+    return Settings(
+        home=tmp / "home",
+        database_url=f"sqlite:///{tmp / 'ledger.sqlite'}",
+        mlflow_tracking_uri=f"sqlite:///{tmp / 'mlflow.sqlite'}",
+        artifact_root=tmp / "artifacts",
+    )
+
+
 def migrated(settings: Settings) -> Resources:
     """Migrate the settings' ledger (what `reflexmem db upgrade` does), then its resources."""
     from adapters import migrate

@@ -68,6 +68,12 @@ class MaturityReport:
     pending: dict[str, int] = field(default_factory=dict)
 
 
+def _due(maturation_days: dict[str, int]) -> tuple[pl.Expr, pl.Expr]:
+    """A case's role maturation period in days (null: unknown role) and its due time."""
+    days = pl.col("role_id").replace_strict(maturation_days, default=None, return_dtype=pl.Int64)
+    return days, pl.col("decided_at") + pl.duration(days=days)
+
+
 def decide_maturity(
     cases: pl.DataFrame,
     maturation_days: dict[str, int],
@@ -81,8 +87,7 @@ def decide_maturity(
     points. A role missing from `maturation_days` cannot mature: the registry is the
     only source of a role's policy, so such a case is kept `not_due` instead of guessed.
     """
-    days = pl.col("role_id").replace_strict(maturation_days, default=None, return_dtype=pl.Int64)
-    due_at = pl.col("decided_at") + pl.duration(days=days)
+    days, due_at = _due(maturation_days)
     if as_of is None:  # no clock: no bar exists, nothing can be judged
         return cases.with_columns(
             pl.lit(PendingReason.NO_MARKET_DATA.value).alias("new_reason"),
@@ -117,8 +122,7 @@ def valid_from(maturation_days: dict[str, int]) -> pl.Expr:
     stamps a bar after the clock it ran at). It depends on the data alone, so a cycle
     run live at each clock and one back-filled later stamp the same time.
     """
-    days = pl.col("role_id").replace_strict(maturation_days, default=None, return_dtype=pl.Int64)
-    due_at = pl.col("decided_at") + pl.duration(days=days)
+    _, due_at = _due(maturation_days)
     return (
         pl.when(pl.col("new_state") == CaseState.ELIGIBLE.value)
         .then(pl.max_horizontal(due_at, pl.col("settled_at")))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,11 +49,16 @@ class Bundle:
         }
 
 
+def bundle_id(scope: str, structure_id: str, skills: Sequence[str], index: str) -> str:
+    """A bundle's ID: a hash of its scope, structure and pins (skill versions sorted)."""
+    key = "|".join([scope, structure_id, *sorted(skills), index])
+    return f"bundle-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
 def bundle_for(structure: Structure, scope: str) -> Bundle:
     """The bundle of a structure's own pins (its ID hashes scope, structure and pins)."""
     skills = tuple(sorted(structure.pins.versions.values()))
-    key = "|".join([scope, structure.structure_id, *skills, structure.pins.index])
-    bid = f"bundle-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    bid = bundle_id(scope, structure.structure_id, skills, structure.pins.index)
     return Bundle(bid, scope, structure.structure_id, skills, structure.pins.index)
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from reflexmem.structures import persist
-from reflexmem.structures.bundle import Bundle, DriftReport, check_bundle
+from reflexmem.structures.bundle import Bundle, DriftReport, bundle_id, check_bundle
 from reflexmem.structures.refusals import StructureRefused
 from reflexmem.structures.schema import parse_structure
 
@@ -56,23 +56,30 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def pin_checksums(conn: sa.Connection, row: Mapping[str, Any]) -> dict[str, str]:
-    """Checksums of a bundle row's pins, recomputed from the ledger as it is now.
-
-    `structure`: the stored YAML; `skill_versions`, `index_version`: the bundle's pins;
-    `bundle`: the bundle ID recomputed from scope, structure and pins (as `bundle_for`).
-    """
-    yaml_text = conn.execute(
-        sa.select(persist.V.c.yaml).where(persist.V.c.structure_id == row["structure_id"])
+def _yaml(conn: sa.Connection, structure_id: str) -> str | None:
+    return conn.execute(
+        sa.select(persist.V.c.yaml).where(persist.V.c.structure_id == structure_id)
     ).scalar_one_or_none()
+
+
+def _checksums(row: Mapping[str, Any], yaml_text: str | None) -> dict[str, str]:
     skills = sorted(row["skill_versions"] or [])
-    key = "|".join([row["scope"], row["structure_id"], *skills, row["index_version"]])
     return {
         "structure": "" if yaml_text is None else _sha(yaml_text),
         "skill_versions": _sha("\n".join(skills)),
         "index_version": _sha(row["index_version"]),
-        "bundle": f"bundle-{_sha(key)[:16]}",
+        "bundle": bundle_id(row["scope"], row["structure_id"], skills, row["index_version"]),
     }
+
+
+def pin_checksums(conn: sa.Connection, row: Mapping[str, Any]) -> dict[str, str]:
+    """Checksums of a bundle's pins, recomputed from the ledger as it is now.
+
+    `structure`: the stored YAML; `skill_versions`, `index_version`: the bundle's pins;
+    `bundle`: the bundle ID recomputed from scope, structure and pins (`bundle_id`).
+    `row` is a bundle row or `Bundle.to_dict()`.
+    """
+    return _checksums(row, _yaml(conn, row["structure_id"]))
 
 
 def recorded_pins(conn: sa.Connection, row: Mapping[str, Any]) -> dict[str, str]:
@@ -94,7 +101,8 @@ def recorded_pins(conn: sa.Connection, row: Mapping[str, Any]) -> dict[str, str]
 
 def verify_pins(conn: sa.Connection, row: Mapping[str, Any]) -> dict[str, str]:
     """The bundle's pin checksums, or `PinsChanged` if they differ from the recorded ones."""
-    now, recorded = pin_checksums(conn, row), recorded_pins(conn, row)
+    yaml_text = _yaml(conn, row["structure_id"])
+    now, recorded = _checksums(row, yaml_text), recorded_pins(conn, row)
     bid = row["bundle_id"]
     changed = [
         f"{k} (recorded {v[:12]}, now {now.get(k, '')[:12]})"
@@ -103,9 +111,6 @@ def verify_pins(conn: sa.Connection, row: Mapping[str, Any]) -> dict[str, str]:
     ]
     if changed:
         raise PinsChanged(f"{bid}: pins changed since it was active: {', '.join(changed)}")
-    yaml_text = conn.execute(
-        sa.select(persist.V.c.yaml).where(persist.V.c.structure_id == row["structure_id"])
-    ).scalar_one_or_none()
     if yaml_text is None:
         raise PinsChanged(f"{bid}: its structure {row['structure_id']!r} is not stored")
     try:

@@ -58,14 +58,13 @@ def activate(
         )
         persist.point_to(conn, scope, bundle.bundle_id)
         persist.set_lifecycle(conn, [structure_id], "active")
-        row = persist.bundle_row(conn, bundle.bundle_id)
-        assert row is not None
         persist.record_events(
             conn,
             kind="activated",
             structure_id=structure_id,
             bundle_id=bundle.bundle_id,
-            detail={"pins": pin_checksums(conn, row)},  # what a rollback checks it against
+            # what a rollback checks the bundle against
+            detail={"pins": pin_checksums(conn, bundle.to_dict())},
         )
     return bundle
 

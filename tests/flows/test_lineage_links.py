@@ -12,8 +12,8 @@ from adapters.db import make_engine
 from adapters.tracking.context import VIEW, existing_client
 from reflexmem.prices.dfull_bars import write_dfull_bars
 from reflexmem.prices.panel import load_dfull
-from reflexmem.settings import Settings
 from reflexmem.synth import generate, write_stream
+from tests.support import tmp_settings
 
 
 @pytest.mark.usefixtures("prefect_harness")
@@ -26,12 +26,7 @@ def test_flow_runs_and_mlflow_runs_point_at_each_other(
 
     monkeypatch.setenv("REFLEX_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("REFLEX_MLFLOW_UI_URL", "http://mlflow.example:5000")
-    settings = Settings(
-        home=tmp_path / "home",
-        database_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}",
-        mlflow_tracking_uri=f"sqlite:///{tmp_path / 'mlflow.sqlite'}",
-        artifact_root=tmp_path / "artifacts",
-    )
+    settings = tmp_settings(tmp_path)
     engine = make_engine(settings.resolved_database_url)
     migrate.upgrade(engine)
     engine.dispose()

@@ -12,9 +12,9 @@ from adapters import migrate
 from adapters.db import make_engine
 from reflexmem.operations.stages import stage_of
 from reflexmem.operations.structure_audit import audit_structures
-from reflexmem.settings import Settings
 from reflexmem.structures import rollout
 from tests.integration.structure_drift import SCOPE, drift_under_b, two_bundles
+from tests.support import tmp_settings
 
 
 @pytest.mark.usefixtures("prefect_harness")
@@ -25,12 +25,7 @@ def test_the_audit_flow_quarantines_the_drifted_bundle_and_restores_the_previous
 
     from flows.skills import audit
 
-    settings = Settings(
-        home=tmp_path / "home",
-        database_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}",
-        mlflow_tracking_uri=f"sqlite:///{tmp_path / 'mlflow.sqlite'}",
-        artifact_root=tmp_path / "artifacts",
-    )
+    settings = tmp_settings(tmp_path)
     engine = make_engine(settings.resolved_database_url)
     migrate.upgrade(engine)
     setup = two_bundles(engine)

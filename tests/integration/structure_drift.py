@@ -37,6 +37,23 @@ class TwoBundles:
     b_structure: Structure
 
 
+def narrowed_and_repinned(engine: sa.Engine, parent_id: str) -> Structure:
+    """B's structure: the document module narrowed to common docs, skill and index repinned."""
+    narrowed = ops.mutate(
+        engine,
+        parent_id,
+        Step("narrow_scope", {"module": "document", "knowledge": ["docs/common"]}),
+    )
+    return ops.mutate(
+        engine,
+        narrowed.child.structure_id,
+        Step(
+            "repin",
+            {"skills": {"classify-document": "classify-document@2"}, "index": "office-index@2"},
+        ),
+    ).child
+
+
 def two_bundles(engine: sa.Engine) -> TwoBundles:
     """Activate the root, then A (one edge fewer), then B (narrowed and repinned)."""
     env = OfficeEnvironment()
@@ -49,19 +66,7 @@ def two_bundles(engine: sa.Engine) -> TwoBundles:
     bundle_a = rollout.activate(
         engine, SCOPE, a.child.structure_id, replay(a.child, env, sets.selection)
     )
-    narrowed = ops.mutate(
-        engine,
-        a.child.structure_id,
-        Step("narrow_scope", {"module": "document", "knowledge": ["docs/common"]}),
-    )
-    b = ops.mutate(
-        engine,
-        narrowed.child.structure_id,
-        Step(
-            "repin",
-            {"skills": {"classify-document": "classify-document@2"}, "index": "office-index@2"},
-        ),
-    ).child
+    b = narrowed_and_repinned(engine, a.child.structure_id)
     validation = stream(env, "composite", 3, per_family=40)  # no rare type: it looks fine
     bundle_b = rollout.activate(engine, SCOPE, b.structure_id, replay(b, env, validation))
     return TwoBundles(env, found[0], bundle_a, bundle_b, a.child, b)

@@ -20,6 +20,7 @@ from reflexmem.structures.office import SKILLS, OfficeEnvironment
 from reflexmem.structures.office_tasks import stream, task_sets
 from reflexmem.structures.refusals import StructureRefused
 from reflexmem.structures.runtime import SkillAnswer, SkillContext, SkillFn
+from tests.integration.structure_drift import narrowed_and_repinned
 from tests.support import make_resources
 
 
@@ -202,19 +203,7 @@ def test_drift_quarantines_and_rolls_back_the_bundle_and_replay_matches(engine: 
     _, before = rollout.run_active(engine, "office", env, live)
     assert all(r.solved for r in before)
 
-    narrowed = ops.mutate(
-        engine,
-        cond.child.structure_id,
-        Step("narrow_scope", {"module": "document", "knowledge": ["docs/common"]}),
-    )
-    b2_struct = ops.mutate(
-        engine,
-        narrowed.child.structure_id,
-        Step(
-            "repin",
-            {"skills": {"classify-document": "classify-document@2"}, "index": "office-index@2"},
-        ),
-    ).child
+    b2_struct = narrowed_and_repinned(engine, cond.child.structure_id)
     validation = stream(env, "composite", 3, per_family=40)  # no rare type: it looks fine
     b2 = rollout.activate(
         engine, "office", b2_struct.structure_id, replay(b2_struct, env, validation)
