@@ -12,19 +12,30 @@ The ledger is the source of every link (`evaluation_runs.mlflow_run_id`,
 walked with indexed lookups per decision, never by scanning an artifact. MLflow is asked
 only for each run's experiment (for the URL) and its parent cycle run; without a
 reachable tracking store the URLs use MLflow's direct run route.
+
+Asked `as_of` (valid time) and `known_at` (recorded time), the chain keeps only the
+case, lesson, pattern, rule, skill and structure steps valid and recorded by then
+(`reflexmem.recall.clocks`, recall's own formulas): a case not valid takes its
+reflection, lesson and memory steps with it, a pattern shows the versions valid by then.
+Those steps carry `valid_at` and `recorded_at`.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 
-from adapters.tracking.context import model_version_url, run_url
+from adapters.lineage_learned import memory_steps, reflex_steps
+from adapters.lineage_step import Step
+from adapters.lineage_step import rows as _rows
+from adapters.tracking.context import run_url
 from reflexmem.operations.cycle import plain
+from reflexmem.recall.clocks import Clocks, Times, case_times
+
+__all__ = ["KINDS", "Lineage", "Links", "Step", "pick_decision", "trace"]
 
 KINDS = (
     "decision", "preview", "execution", "position", "case", "evaluation", "promotion",
@@ -33,49 +44,25 @@ KINDS = (
 
 
 @dataclass(frozen=True)
-class Step:
-    """One link of the chain: what it is, its ledger ID, where MLflow has it, details."""
-
-    kind: str
-    id: str
-    mlflow_run_id: str | None = None
-    url: str | None = None
-    detail: Mapping[str, Any] = field(default_factory=dict)
-
-    def as_json(self) -> dict[str, Any]:
-        """`{"kind", "id", "mlflow_run_id", "url", ...details}` (JSON-able)."""
-        out: dict[str, Any] = {
-            "kind": self.kind,
-            "id": self.id,
-            "mlflow_run_id": self.mlflow_run_id,
-            "url": self.url,
-        }
-        out.update(plain(dict(self.detail)))
-        return out
-
-
-@dataclass(frozen=True)
 class Lineage:
     """A decision and its steps, in chain order."""
 
     decision_id: str
     steps: tuple[Step, ...]
+    clocks: Clocks = field(default_factory=Clocks)
 
     def as_json(self) -> dict[str, Any]:
         """The shape `reflexmem lineage --json` prints."""
-        return {"decision_id": self.decision_id, "steps": [s.as_json() for s in self.steps]}
+        return {
+            "decision_id": self.decision_id,
+            "as_of": plain(self.clocks.as_of),
+            "known_at": plain(self.clocks.known_at),
+            "steps": [s.as_json() for s in self.steps],
+        }
 
     def of(self, kind: str) -> list[Step]:
         """The steps of one kind."""
         return [s for s in self.steps if s.kind == kind]
-
-
-def _rows(conn: sa.Connection, sql: str, **params: Any) -> list[dict[str, Any]]:
-    return [dict(r._mapping) for r in conn.execute(sa.text(sql), params)]
-
-
-def _json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
 
 
 class Links:
@@ -114,10 +101,17 @@ class Links:
             )
         return run_url(self.ui_base, run_id, run.info.experiment_id), extra
 
-    def step(self, kind: str, id_: str, run_id: str | None, detail: Mapping[str, Any]) -> Step:
+    def step(
+        self,
+        kind: str,
+        id_: str,
+        run_id: str | None,
+        detail: Mapping[str, Any],
+        times: Times = (None, None),
+    ) -> Step:
         """A step linked to its MLflow run."""
         url, extra = self.run(run_id)
-        return Step(kind, id_, run_id, url, {**detail, **extra})
+        return Step(kind, id_, run_id, url, {**detail, **extra}, times)
 
 
 def _plain_steps(kind: str, key: str, rows: list[dict[str, Any]]) -> list[Step]:
@@ -193,94 +187,11 @@ def _evaluation_steps(conn: sa.Connection, d: str, links: Links) -> list[Step]:
     return steps
 
 
-def _memory_steps(conn: sa.Connection, case_id: str) -> list[Step]:
-    """Pattern lineages that took the case, followed to their newest version, and rules."""
-    steps: list[Step] = []
-    first = _rows(
-        conn,
-        "SELECT e.entry_id FROM memory_sources s JOIN memory_entries e "
-        "ON e.entry_id = s.entry_id WHERE s.source_id = :c AND e.tier = 'semantic' "
-        "ORDER BY e.created_episode, e.entry_id",
-        c=case_id,
-    )
-    rule_ids: dict[str, None] = {}
-    for row in first:
-        chain = [row["entry_id"]]
-        while True:
-            nxt = _rows(
-                conn,
-                "SELECT e.entry_id FROM memory_sources s JOIN memory_entries e "
-                "ON e.entry_id = s.entry_id WHERE s.source_id = :p AND e.tier = 'semantic' "
-                "ORDER BY e.created_episode DESC LIMIT 1",
-                p=chain[-1],
-            )
-            if not nxt or nxt[0]["entry_id"] in chain:
-                break
-            chain.append(nxt[0]["entry_id"])
-        current = _rows(
-            conn,
-            "SELECT entry_id, namespace, state, text, support, confidence, wins, losses "
-            "FROM memory_entries WHERE entry_id = :e",
-            e=chain[-1],
-        )[0]
-        detail = {**current, "current_id": current.pop("entry_id"), "versions": chain}
-        steps.append(Step("pattern", chain[0], detail=detail))
-        for rule in _rows(
-            conn,
-            "SELECT DISTINCT e.entry_id, e.created_episode FROM memory_sources s "
-            "JOIN memory_entries e ON e.entry_id = s.entry_id "
-            f"WHERE s.source_id IN ({', '.join(f':v{i}' for i in range(len(chain)))}) "
-            "AND e.tier = 'procedural' ORDER BY e.created_episode, e.entry_id",
-            **{f"v{i}": v for i, v in enumerate(chain)},
-        ):
-            rule_ids[rule["entry_id"]] = None
-    for rule_id in rule_ids:
-        r = _rows(
-            conn,
-            "SELECT entry_id, namespace, state, text, support, confidence FROM memory_entries "
-            "WHERE entry_id = :e",
-            e=rule_id,
-        )[0]
-        steps.append(Step("rule", r.pop("entry_id"), detail=r))
-    return steps
-
-
-def _reflex_steps(conn: sa.Connection, keys: Sequence[str], links: Links) -> list[Step]:
-    """Skill versions whose source experiences name the decision's episode or case."""
-    steps: list[Step] = []
-    pins: list[str] = []
-    for s in _rows(
-        conn,
-        "SELECT skill_id, version, state, source_experiences, mlflow_model_version "
-        "FROM skill_versions ORDER BY skill_id, version",
-    ):
-        sources = {str(x) for x in (_json(s["source_experiences"]) or [])}
-        if not sources & set(keys):
-            continue
-        key = f"{s['skill_id']}@{s['version']}"
-        pins.append(key)
-        mv = s["mlflow_model_version"]
-        url = model_version_url(links.ui_base, f"reflex_skill.{s['skill_id']}", mv) if mv else None
-        steps.append(
-            Step("skill", key, None, url, {"state": s["state"], "mlflow_model_version": mv})
-        )
-    if pins:
-        for b in _rows(
-            conn,
-            "SELECT b.bundle_id, b.structure_id, b.skill_versions, b.state, v.mlflow_model, "
-            "v.mlflow_version FROM structure_bundles b JOIN structure_versions v "
-            "ON v.structure_id = b.structure_id ORDER BY b.created_at, b.bundle_id",
-        ):
-            if not set(map(str, _json(b["skill_versions"]) or [])) & set(pins):
-                continue
-            model, mv = b["mlflow_model"], b["mlflow_version"]
-            url = model_version_url(links.ui_base, model, mv) if model and mv else None
-            steps.append(Step("structure", b["structure_id"], None, url, b))
-    return steps
-
-
-def trace(conn: sa.Connection, decision_id: str, links: Links) -> Lineage | None:
-    """The chain of `decision_id`, or None if the ledger has no such decision."""
+def trace(
+    conn: sa.Connection, decision_id: str, links: Links, clocks: Clocks | None = None
+) -> Lineage | None:
+    """The chain of `decision_id` at `clocks`, or None if the ledger has no such decision."""
+    clocks = clocks or Clocks()
     found = _rows(
         conn,
         "SELECT decision_id, agent_id, role_id, account, market, symbol, direction, "
@@ -298,12 +209,15 @@ def trace(conn: sa.Connection, decision_id: str, links: Links) -> Lineage | None
         "batch_id AS admission_batch_id FROM role_cases WHERE decision_id = :d",
         d=decision_id,
     )
+    times = case_times(conn, [c["case_id"] for c in cases])
+    cases = [c for c in cases if times[c["case_id"]].admits(clocks, times[c["case_id"]].case)]
     for case in cases:
-        steps.append(Step("case", case["case_id"], detail=case))
+        steps.append(Step("case", case["case_id"], detail=case, times=times[case["case_id"]].case))
     steps += _evaluation_steps(conn, decision_id, links)
     keys = [decision_id]
     for case in cases:
         case_id = case["case_id"]
+        when = times[case_id]
         episodes = _rows(conn, "SELECT episode_id FROM episodes WHERE case_id = :c", c=case_id)
         episode_id = episodes[0]["episode_id"] if episodes else None
         for r in _rows(
@@ -313,9 +227,12 @@ def trace(conn: sa.Connection, decision_id: str, links: Links) -> Lineage | None
             "WHERE c.case_id = :c",
             c=case_id,
         ):
+            if not when.admits(clocks, when.lesson):
+                continue  # not reflected (or matured) by the clocks: no verdict yet
             detail = {**r, "case_id": case_id, "outcome_class": case["outcome_class"]}
             run_id = detail.pop("mlflow_run_id")
-            steps.append(links.step("reflection", detail.pop("batch_id"), run_id, detail))
+            step = links.step("reflection", detail.pop("batch_id"), run_id, detail, when.lesson)
+            steps.append(step)
             if case["lesson"] is not None:
                 lesson = {
                     "text": case["lesson"],
@@ -323,11 +240,12 @@ def trace(conn: sa.Connection, decision_id: str, links: Links) -> Lineage | None
                     "episode_id": episode_id,
                     "artifact": "lessons.parquet",
                 }
-                steps.append(links.step("lesson", episode_id or case_id, run_id, lesson))
+                key = episode_id or case_id
+                steps.append(links.step("lesson", key, run_id, lesson, when.lesson))
         keys += [case_id, *([episode_id] if episode_id else [])]
-        steps += _memory_steps(conn, case_id)
-    steps += _reflex_steps(conn, keys, links)
-    return Lineage(decision_id, tuple(steps))
+        steps += memory_steps(conn, case_id, clocks)
+    steps += reflex_steps(conn, keys, links.ui_base, clocks)
+    return Lineage(decision_id, tuple(steps), clocks)
 
 
 def pick_decision(conn: sa.Connection) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -28,6 +28,21 @@ app.add_typer(bench_app, name="bench")
 app.add_typer(eval_app, name="eval")
 console = Console()
 err = Console(stderr=True)
+
+AsOf = Annotated[
+    str | None,
+    typer.Option(
+        "--as-of",
+        help="Valid time (the cycle's clock, ISO, UTC if naive): only what was valid "
+        "(decided and matured, learned on the episodes valid) by then.",
+    ),
+]
+KnownAt = Annotated[
+    str | None,
+    typer.Option(
+        "--known-at", help="Recorded time (wall clock, ISO): only what was written by then."
+    ),
+]
 
 
 def check_backend(backend: str) -> None:

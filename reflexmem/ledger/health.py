@@ -14,7 +14,7 @@ The bar count needs the price source, which this module does not read: callers p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -166,15 +166,19 @@ def audit_rows(
     state: str | None = None,
     since: datetime | None = None,
     limit: int = 1000,
+    case_where: Sequence[sa.ColumnElement[bool]] = (),
+    quarantine_where: Sequence[sa.ColumnElement[bool]] = (),
 ) -> list[dict[str, Any]]:
     """One row per case (or quarantined execution) matching the filters, newest first.
 
     `state` is a case state, `stale` (see the module docstring) or `quarantined`
-    (held-back executions and legacy rows, with their reason).
+    (held-back executions and legacy rows, with their reason). `case_where` and
+    `quarantine_where` are further predicates (the clocks of `reflexmem.recall.clocks`).
     """
     rows: list[dict[str, Any]] = []
     if state != "quarantined":
         scope = [RoleCase.role_id == role] if role else []
+        scope += list(case_where)
         if since:
             scope.append(RoleCase.decided_at >= since)
         stale_ids = stale_case_ids(conn, maturation_days, now, judge, *scope)
@@ -212,6 +216,7 @@ def audit_rows(
             q2 = q2.where(Quarantine.role_id == role)
         if since:
             q2 = q2.where(Quarantine.created_at >= since)
+        q2 = q2.where(*quarantine_where)
         q2 = q2.order_by(Quarantine.created_at.desc(), Quarantine.subject_id).limit(limit)
         rows.extend(
             {**dict(r), "kind": "quarantined", "state": "quarantined"}

@@ -117,8 +117,9 @@ class SkillVersion(Base):
     source_yaml: Mapped[str] = mapped_column(sa.Text)
     spec_sha256: Mapped[str] = mapped_column(sa.String(64))
     mlflow_model_version: Mapped[str | None] = mapped_column(sa.String(32))
-    created_at: Mapped[datetime]
+    created_at: Mapped[datetime]  # the registering cycle's clock: the valid time
     state_changed_at: Mapped[datetime]
+    recorded_at: Mapped[datetime | None]  # wall clock of the write (0020)
 
 
 class SkillTransition(Base):

@@ -44,7 +44,8 @@ class StructureVersion(Base):
     search_id: Mapped[str | None] = mapped_column(ID)
     mlflow_model: Mapped[str | None] = mapped_column(sa.String(128))
     mlflow_version: Mapped[str | None] = mapped_column(sa.String(16))
-    created_at: Mapped[datetime]
+    created_at: Mapped[datetime]  # wall clock of the write: the recorded time
+    valid_at: Mapped[datetime | None]  # the writing cycle's clock (0020)
 
 
 class StructureLineage(Base):

@@ -9,6 +9,8 @@ CLI and the demo with the direct runner. The office environment is rebuilt from
 (environment, seed) in each stage that needs it: its task generator is deterministic,
 so every stage sees the same tasks, inputs and ground truth without passing it around.
 Whether a winner is registered is decided in the core (`SearchResult.improved`).
+A version is stamped valid from the cycle's clock (the newest bar, `skills.clock`), so
+lineage `--as-of` sees it from the market time at which it was made (docs/lineage.md).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from reflexmem.operations.resources import Resources
 from reflexmem.operations.runner import StageRunner
+from reflexmem.operations.skills import clock
 from reflexmem.structures import operations as ops
 from reflexmem.structures import persist, rollout
 from reflexmem.structures.controls import Controls, final_test, run_controls
@@ -54,7 +57,8 @@ def prepare_structures(res: Resources, environment: str, seed: int, scope: str) 
     """Make sure the scope has an active structure (all-shared the first time); its ID."""
     env, sets = office_setup(environment, seed)
     root = candidates()["all_shared"]
-    parent = ops.ensure_root(res.engine, scope, root, replay(root, env, sets.selection))
+    baseline = replay(root, env, sets.selection)
+    parent = ops.ensure_root(res.engine, scope, root, baseline, valid_at=clock(res, None))
     with res.engine.connect() as conn:
         stored = persist.get_version(conn, parent.structure_id)
     if stored is not None and stored.mlflow_version is None:
@@ -100,6 +104,7 @@ def store_search(
         winner=winner,
         controls=controls,
         final_test=rows,
+        valid_at=clock(res, None),
     )
 
 

@@ -177,3 +177,24 @@ def memory_hits(
         )
         for i, e in enumerate(entries)
     ]
+
+
+def entry_valid_times(
+    conn: sa.Connection, namespace: str, created: Collection[int]
+) -> dict[int, datetime]:
+    """When an entry made at each episode clock became valid: its prefix's latest episode.
+
+    An entry made at episode `e` is live at valid time T exactly when `e` is at most
+    `episode_clock_at(T)`, i.e. when every episode up to `e` was valid by T; so its valid
+    time is the latest valid time among those episodes (missing: no episode up to `e`).
+    """
+    out: dict[int, datetime] = {}
+    for e in sorted(set(created)):
+        value = conn.execute(
+            sa.select(sa.func.max(_episode_valid()))
+            .select_from(_episodes_with_cases())
+            .where(ep.c.namespace == namespace, ep.c.episode_index <= e)
+        ).scalar()
+        if value is not None:
+            out[e] = _aware(value)
+    return out

@@ -163,6 +163,7 @@ def _version_row(spec: SkillSpec, now: datetime) -> dict[str, Any]:
         "mlflow_model_version": None,
         "created_at": now,
         "state_changed_at": now,
+        "recorded_at": datetime.now(UTC),
     }
 
 

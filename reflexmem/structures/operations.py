@@ -10,6 +10,7 @@ states and the version lifecycles move together or not at all.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,14 @@ def _refuse(engine: sa.Engine, refusals: Sequence[Refusal]) -> StructureRefused:
     return StructureRefused(refusals)
 
 
-def register_root(engine: sa.Engine, structure: Structure) -> bool:
+def register_root(
+    engine: sa.Engine, structure: Structure, valid_at: datetime | None = None
+) -> bool:
     """Store a root version (no parent) once; False if it was already there."""
     with engine.begin() as conn:
         if persist.has_version(conn, structure.structure_id):
             return False
-        persist.save_version(conn, structure, operator="root")
+        persist.save_version(conn, structure, operator="root", valid_at=valid_at)
         persist.record_events(conn, kind="registered", structure_id=structure.structure_id)
     return True
 
@@ -49,12 +52,13 @@ def ensure_root(
     scope: str,
     root: Structure,
     baseline: Evaluation | None = None,
+    valid_at: datetime | None = None,
 ) -> Structure:
     """The scope's active structure; the first time, `root` is stored and activated."""
     found = rollout.active(engine, scope)
     if found is not None:
         return found[1]
-    register_root(engine, root)
+    register_root(engine, root, valid_at)
     rollout.activate(engine, scope, root.structure_id, baseline)
     return root
 
@@ -174,8 +178,12 @@ def persist_search(
     winner: Mutation | None,
     controls: Controls | None = None,
     final_test: list[dict[str, Any]] | None = None,
+    valid_at: datetime | None = None,
 ) -> dict[str, Any]:
-    """Store the search, its archive and (if it improved on the parent) the winner."""
+    """Store the search, its archive and (if it improved on the parent) the winner.
+
+    `valid_at`: the cycle's clock the winner version is valid from (see `save_version`).
+    """
     search_id = persist.new_id("search")
     registered = bool(result.improved and winner is not None)
     ctrl = None
@@ -232,6 +240,7 @@ def persist_search(
                 steps=winner.steps,
                 parents=[p.structure_id for p in winner.parents],
                 search_id=search_id,
+                valid_at=valid_at,
             )
             persist.record_events(
                 conn,

@@ -74,9 +74,15 @@ def save_version(
     steps: Sequence[Step] = (),
     parents: Sequence[str] = (),
     search_id: str | None = None,
+    valid_at: datetime | None = None,
 ) -> None:
-    """Insert a version and its lineage rows (one per parent)."""
+    """Insert a version and its lineage rows (one per parent).
+
+    `valid_at` is the writing cycle's clock (the newest bar); without one the version
+    is valid from its recorded write (`created_at`).
+    """
     text = structure.to_yaml()
+    recorded = now()
     conn.execute(
         V.insert(),
         [
@@ -90,7 +96,8 @@ def save_version(
                 "operator": operator[:255],
                 "steps": [s.to_dict() for s in steps],
                 "search_id": search_id,
-                "created_at": now(),
+                "created_at": recorded,
+                "valid_at": valid_at or recorded,
             }
         ],
     )
