@@ -264,3 +264,21 @@ def synthetic_prices(bars: int = 208, tickers: int = 10, *, seed: int = 0) -> Pr
     return PricePanel(
         stamps, stamps.astype("datetime64[D]"), tuple(f"T{i}" for i in range(tickers)), closes
     )
+
+
+def drift_panel(bars: int, tickers: int, *, spread: float, seed: int = 0) -> PricePanel:
+    """Daily random walks whose drifts differ by asset: a planted effect for learners.
+
+    Drifts run evenly from -spread to +spread per bar (volatility 1 % a bar), so rules
+    that hold past winners (momentum over long lookbacks) beat equal weight in every
+    regime, and rules that hold past losers trail it; with ``spread`` 0 nothing can be
+    learned.
+    """
+    rng = np.random.default_rng(seed)
+    drift = np.linspace(-spread, spread, tickers)
+    closes = 100 * np.exp(np.cumsum(drift[None, :] + rng.normal(0.0, 0.01, (bars, tickers)), 0))
+    start = np.datetime64("2015-01-05T21:00", "us")
+    stamps = start + np.arange(bars) * np.timedelta64(1, "D")
+    return PricePanel(
+        stamps, stamps.astype("datetime64[D]"), tuple(f"T{i}" for i in range(tickers)), closes
+    )

@@ -137,7 +137,7 @@ class RunRecord:
             "panel": self.panel,
             "fold": self.fold,
             "arms": list(self.arms),
-            "final": self.learned_state["loop"]["bandit"],
+            "final": {ns: loop["bandit"] for ns, loop in self.learned_state["loops"].items()},
             "means_before_each_decision": trace,
             "split_marks": [list(m) for m in self.marks],
         }

@@ -1,36 +1,32 @@
-"""The learning agent: AEL's memory loop choosing among allocation rules per regime.
+"""The learning agent: production memory choosing, per regime, among allocation rules.
 
-One episode is one decision bar. At the close of bar t the agent
+The agent is the decision space only; the learner is `reflexmem.memory`, the one the
+cycle runs on the user's roles (`LearningLoop` -> `settle_episode` -> `distil_window`:
+condition patterns screened against the role's other episodes, rules confirmed on
+later episodes under alpha-spending and retired when contradicted; the Beta Thompson
+bandit over retrieval policies; warm-up; the evolution gate; freeze). It keeps no
+statistics, thresholds or sampler of its own. One decision bar at a time:
 
-1. **settles** bar t-1 from the now visible close: every rule's credited outcome
+1. **settle** bar t-1 from the now visible close: every rule's credited outcome
    x_k = r_k - r_EW - c * turnover_k (c = `REFERENCE_COST_BP`, the table's headline
-   10 bp, so switching and churning pay inside the reward) is added to the regime
-   of t-1 in `RuleKnowledge` for *every* rule (full-information credit; the
-   `ael_bandit_feedback` ablation credits only the rule held). Its own episode,
-   s = tanh(x / scale) of the book's credited outcome, is written to episodic memory
-   through `LearningLoop.record_episode` (quality 0.5 + 0.5 s: losses are refused by
-   the 0.3 floor) and credits the retrieval policy that made the decision;
-2. every `window` recorded episodes **distils** the window's regimes into semantic
-   entries and, with reflection, runs the slow loop that promotes or retires
-   "in regime R prefer rule X" (see `rule_memory`);
-3. computes the regime at t and every rule's weights at t from the tail of its own
-   view (closes 0..t only);
-4. asks the Thompson bandit for a retrieval policy, **recalls** for the regime and
-   turns what came back into per-rule posteriors (prior N(0, scale^2 / `PRIOR_BARS`));
-   a recalled procedural rule is followed; otherwise every recalled rule, the rule
-   held and equal weight get a Thompson draw (one standard normal per rule and
-   window), minus the switching cost c * |w_k - w_held|_1 amortised over one window,
-   and the best is held. Nothing recalled (the `none` policy): keep the rule held.
+   10 bp) is added to the block's sums for the regime of t-1; at the close of a block
+   of `BLOCK` bars, every regime seen in it gets one episode per rule in its own
+   namespace (`rule_memory`): the rule held is the played episode that credits the
+   retrieval policy, the others are observed outcomes that credit nothing (the
+   `ael_bandit_feedback` ablation records only the rule held);
+2. **decide** once per (regime, block): the regime's loop draws a retrieval policy
+   from its posterior, recalls, and the agent follows the rule that recalled confirmed
+   rules (screened patterns for the methods without reflection) favour most; it leaves
+   a rule memory says to avoid for equal weight; otherwise it keeps the rule it last
+   held in that regime. Under bandit feedback, with nothing learned, it visits the
+   rules in turn (there is no other way to see an outcome of a rule it never holds).
 
-Warm-up (the first `variant.warmup` decisions): equal weight, no memory write, no
-retrieval, no learning. From the first test decision everything is frozen: the
-knowledge table, the payloads, the procedural rules, reflection, memory, posteriors
-and policies; `fingerprint()` covers all of it. Constants here are fixed a priori.
+From the first test decision everything is frozen (memory, posteriors, policies);
+`fingerprint()` covers all of it.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,37 +39,24 @@ from reflexmem.ael.pit_guard import Evidence as PitEvidence
 from reflexmem.ael.pit_guard import EvidenceGuard
 from reflexmem.ael.regimes import REGIMES, TAIL
 from reflexmem.ael.roles import refusal_notes
-from reflexmem.ael.rule_features import tag_match, view_features
+from reflexmem.ael.rule_features import view_features
 from reflexmem.ael.rule_memory import (
-    MIN_SUPPORT,
-    PROMOTE_CONFIDENCE,
-    PROMOTE_SUPPORT,
-    RETIRE_CONFIDENCE,
-    SEMANTIC_PER_REGIME,
-    RuleKnowledge,
+    BLOCK,
+    BlockOutcomes,
+    arm_match,
     arm_tag,
     evidence_from,
-    phi,
-    procedural_entry,
-    regime_tag,
-    semantic_entry,
+    regime_namespace,
 )
 from reflexmem.ael.rules import RULE_FAMILY, Rule
-from reflexmem.ledger.enums import EntryState
-from reflexmem.memory.distill import DistillConfig
-from reflexmem.memory.loop import LearningLoop
-from reflexmem.memory.policies import FULL_DETAILED, Retrieval, default_policies
+from reflexmem.memory.cycle import EpisodeInput
+from reflexmem.memory.loop import EpisodeReport, LearningLoop
+from reflexmem.memory.merge import MergeConfig
+from reflexmem.memory.policies import FULL_DETAILED, default_policies
 from reflexmem.memory.schedule import LearningSchedule
 from reflexmem.memory.store import InMemoryStore
 
 REFERENCE_COST_BP = 10.0
-TIER_CAP = 200
-"""Entries per tier: within the specification's maximum of 500, fixed a priori so
-that ranking a full store stays cheap on long panels (not chosen on any result)."""
-PRIOR_BARS = 50.0
-WINDOW = 10
-_NO_GENERIC_DISTILL = DistillConfig(min_support=10**9)
-"""The loop's generic tag patterns are off: the agent distils rule statistics itself."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,11 +64,8 @@ class _Pending:
     bar: int
     arms: np.ndarray  # (K, N) rule weights at bar
     prev_arms: np.ndarray | None
-    weights: np.ndarray
-    prev_weights: np.ndarray | None
-    arm: int
     regime: int
-    learning: bool
+    closes_block: bool
 
 
 class RuleAgent:
@@ -99,7 +79,6 @@ class RuleAgent:
         rules: tuple[Rule, ...] = RULE_FAMILY,
         evidence: tuple[PitEvidence, ...] = (),
         cost_bp: float = REFERENCE_COST_BP,
-        window: int = WINDOW,
         freeze_after: str = "val",
     ) -> None:
         self.variant = VARIANTS[variant] if isinstance(variant, str) else variant
@@ -108,40 +87,44 @@ class RuleAgent:
         self.names = tuple(r.name for r in rules)
         self.arm_index = {n: i for i, n in enumerate(self.names)}
         self.cost = cost_bp * 1e-4
-        self.window = window
         self.freeze_after = freeze_after
         self.evidence = evidence
         self.guard = EvidenceGuard()
         policies = default_policies() if self.variant.bandit else (FULL_DETAILED,)
-        self.store = InMemoryStore(cap=TIER_CAP)
-        self.loop = LearningLoop(
-            f"agent:{self.variant.name}",
-            store=self.store,
-            policies=policies,
-            schedule=LearningSchedule(
-                window_size=window, warmup_episodes=0, distill=_NO_GENERIC_DISTILL
-            ),
-            rng=np.random.default_rng(int(rng.integers(0, 2**63 - 1))),
-            match_fn=tag_match,
+        self.policy_names = tuple(p.name for p in policies)
+        self.store = InMemoryStore()
+        self.schedule = LearningSchedule(warmup_episodes=self.variant.warmup, distill=MergeConfig())
+        seeds = rng.integers(0, 2**63 - 1, size=len(REGIMES))
+        self.loops = tuple(
+            LearningLoop(
+                regime_namespace(self.variant.name, r),
+                store=self.store,
+                policies=policies,
+                schedule=self.schedule,
+                rng=np.random.default_rng(int(seeds[r])),
+                match_fn=arm_match,
+            )
+            for r in range(len(REGIMES))
         )
-        self.knowledge = RuleKnowledge(len(rules))
-        self.payloads: dict[str, tuple[float, float, float]] = {}
-        self.active_rules: dict[int, tuple[str, int]] = {}
+        self.query = " ".join(arm_tag(n) for n in self.names)
+        self.block = BlockOutcomes(len(rules))
         self.reflections: list[dict[str, Any]] = []
+        self.written: dict[str, list[EpisodeInput]] = {}
+        """Every episode written, per namespace, in order: what a ledger replay needs."""
         self.seen = 0
         self.frozen_checks: list[FrozenCheck] = []
         self.episodes: dict[str, Episode] = {}
         self.choices: list[tuple[int, int, str]] = []  # (regime, arm, policy) per decision
         self.posterior_means: list[tuple[float, ...]] = []
         self.marks: list[tuple[str, int]] = []
-        self._window_regimes: set[int] = set()
         self._pending: _Pending | None = None
-        self._held = 0
-        self._draws = np.zeros(len(rules))
-        self._draw_window = -1
+        self._held = [0] * len(REGIMES)
+        self._visits = [0] * len(REGIMES)
+        self._plan: dict[int, tuple[int, str]] = {}
+        self._plan_block = 0
+        self._frozen = False
         self._frozen_digest: str | None = None
         self._frozen_decisions = 0
-        self._memo: dict[tuple[str, int, int], Retrieval] = {}
 
     @property
     def name(self) -> str:
@@ -151,14 +134,13 @@ class RuleAgent:
     @property
     def frozen(self) -> bool:
         """Whether learning is switched off (test phase)."""
-        return self.loop.frozen
+        return self._frozen
 
     # -- settlement -------------------------------------------------------------------
 
-    def _scale(self, view: MarketView) -> float:
-        s = self.knowledge.scale()
-        if s > 0:
-            return s
+    @staticmethod
+    def _sigma(view: MarketView) -> float:
+        """Recent volatility of the equal-weight index: the unit of an episode's outcome."""
         tail = view.tail(TAIL)
         e = (tail[1:] / tail[:-1] - 1.0).mean(axis=1) if tail.shape[0] > 2 else np.zeros(1)
         return max(float(e.std()), 1e-4)
@@ -168,174 +150,114 @@ class RuleAgent:
         if p is None or p.bar + 1 > view.t:
             return
         self._pending = None
-        if self.frozen or not p.learning:
+        if self._frozen:
             return
         c = view.closes
         a = c[p.bar + 1] / c[p.bar] - 1.0
-        e = float(a.mean())
-        arm_to = (
+        turnover = (
             np.abs(p.arms - p.prev_arms).sum(axis=1)
             if p.prev_arms is not None
             else np.zeros(len(self.rules))
         )
-        x = p.arms @ a - e - self.cost * arm_to
-        own_to = 0.0 if p.prev_weights is None else float(np.abs(p.weights - p.prev_weights).sum())
-        mine = float(p.weights @ a) - e - self.cost * own_to
-        if self.variant.full_information:
-            self.knowledge.update(p.regime, x)
-        else:
-            mask = np.zeros(len(self.rules))
-            mask[p.arm] = 1.0
-            self.knowledge.update(p.regime, np.where(mask > 0, mine, 0.0), mask)
-        scale = self._scale(view)
-        s = math.tanh(mine / scale)
-        name = self.names[p.arm]
-        text = f"in {REGIMES[p.regime]} held {name}: {mine * 1e4:+.2f} bp vs equal weight"
-        tags = (regime_tag(p.regime), arm_tag(name))
-        report = self.loop.record_episode(text, s, min(max(0.5 + 0.5 * s, 0.0), 1.0), tags)
-        if report.write.stored:
-            self.payloads[report.write.entry_id] = (1.0, mine, mine * mine)
-        self._window_regimes.add(p.regime)
-        if self.loop.episode % self.window == 0:
-            self._close_window(scale)
+        self.block.add(p.regime, p.arms @ a - float(a.mean()) - self.cost * turnover)
+        if p.closes_block:
+            self._close_block(self._sigma(view))
 
-    def _close_window(self, scale: float) -> None:
-        ns, episode = self.loop.namespace, self.loop.episode
-        kn = self.knowledge
-        for regime in sorted(self._window_regimes):
-            t = kn.t_stats(regime)
-            order = [int(k) for k in np.argsort(-t, kind="stable")[:SEMANTIC_PER_REGIME]]
-            for arm in dict.fromkeys([*order, self._held]):
-                n = float(kn.n[regime, arm])
-                if n < MIN_SUPPORT:
-                    continue
-                stats = (n, float(kn.s1[regime, arm]), float(kn.s2[regime, arm]))
-                entry = semantic_entry(ns, episode, regime, self.names[arm], stats, scale)
-                if self.store.put(entry).stored:
-                    self.payloads[entry.id] = stats
-            if self.variant.reflection:
-                self._reflect(regime, t, episode)
-        self._window_regimes.clear()
+    def _close_block(self, sigma: float) -> None:
+        """Write the block's episodes: per regime seen, the rule held, then the others."""
+        for regime, means in self.block.means().items():
+            loop = self.loops[regime]
+            held, policy = self._plan[regime]
+            outcomes = np.tanh(means / sigma)
+            order = [held]
+            if self.variant.full_information:
+                order += [k for k in range(len(self.rules)) if k != held]
+            for k in order:
+                name = self.names[k]
+                text = (
+                    f"in {REGIMES[regime]} {name} {'(held) ' if k == held else ''}beat equal"
+                    f" weight by {means[k] * 1e4:+.2f} bp a bar net of costs"
+                )
+                played = policy if k == held else None
+                episode = EpisodeInput(text, float(outcomes[k]), 1.0, (arm_tag(name),), played)
+                self.written.setdefault(loop.namespace, []).append(episode)
+                args = (episode.text, episode.outcome, episode.quality, episode.tags)
+                if played is not None:
+                    loop.select_policy(name=played)
+                    self._note(regime, loop.record_episode(*args))
+                else:
+                    self._note(regime, loop.observe(*args))
+        self.block.clear()
 
-    def _reflect(self, regime: int, t: np.ndarray, episode: int) -> None:
-        """Slow loop: promote, keep or retire 'in regime R prefer rule X'."""
-        kn = self.knowledge
-        best = int(np.argmax(t))
-        conf = phi(float(t[best]))
-        current = self.active_rules.get(regime)
-        retired = promoted = None
-        if current is not None:
-            held_conf = phi(float(t[current[1]]))
-            overtaken = best != current[1] and conf >= PROMOTE_CONFIDENCE
-            if held_conf < RETIRE_CONFIDENCE or overtaken:
-                self.store.set_state(current[0], EntryState.RETIRED)
-                del self.active_rules[regime]
-                retired = self.names[current[1]]
-        if (
-            regime not in self.active_rules
-            and kn.n[regime, best] >= PROMOTE_SUPPORT
-            and conf >= PROMOTE_CONFIDENCE
-            and best != 0
-        ):
-            support = int(kn.n[regime, best])
-            entry = procedural_entry(
-                self.loop.namespace, episode, regime, self.names[best], support, conf
-            )
-            if self.store.put(entry).stored:
-                self.active_rules[regime] = (entry.id, best)
-                promoted = self.names[best]
+    def _note(self, regime: int, report: EpisodeReport) -> None:
+        """Keep what a closing window learned: rules formed, confirmed, rejected."""
+        d = report.distill
+        if d is None or not (d.promoted or d.confirmed or d.rejected):
+            return
         self.reflections.append(
             {
-                "episode": episode,
+                "episode": d.end - 1,
                 "regime": REGIMES[regime],
-                "best_rule": self.names[best],
-                "confidence": conf,
-                "promoted": promoted,
-                "retired": retired,
-                "insight": f"in {REGIMES[regime]} {self.names[best]} leads"
-                f" (t = {float(t[best]):+.2f}, confidence {conf:.2f})",
+                "formed": list(d.promoted),
+                "confirmed": list(d.confirmed),
+                "rejected": list(d.rejected),
+                "insight": "; ".join(
+                    e.text
+                    for i in (*d.confirmed, *d.rejected)
+                    if (e := self.store.get(i)) is not None
+                ),
             }
         )
 
     # -- decision ---------------------------------------------------------------------
 
-    def _recall(self, regime: int) -> Retrieval:
-        policy = self.loop.current_policy
-        assert policy is not None
-        # Recall is refreshed once per window for each (policy, regime): the fast loop
-        # reads memory as the last refresh left it, the slow loop's cadence.
-        key = (policy.name, regime, self.loop.episode // self.window)
-        hit = self._memo.get(key)
-        if hit is None:
-            hit = self.loop.retrieve(regime_tag(regime))
-            if len(self._memo) > 64:
-                self._memo.clear()
-            self._memo[key] = hit
-        return hit
-
-    def _choose(self, arms: np.ndarray, regime: int, scale: float, held_w: np.ndarray) -> int:
-        block = self.seen // self.window
-        if block != self._draw_window:
-            self._draw_window = block
-            self._draws = self.rng.standard_normal(len(self.rules))
-        retrieval = self._recall(regime)
-        ev = evidence_from(retrieval, regime, self.arm_index, self.payloads)
-        if ev.preferred is not None:
-            return ev.preferred
-        if not ev.recalled:
-            return self._held
-        cands = dict.fromkeys([*ev.stats, self._held, 0])
-        if not self.variant.full_information:
-            cands[int(self.rng.integers(len(self.rules)))] = None
-        best, best_score = self._held, -math.inf
-        for k in cands:
-            n, s1, s2 = ev.stats.get(k, (0.0, 0.0, 0.0))
-            var = max(s2 / n - (s1 / n) ** 2, 0.0) if n > 0 else scale * scale
-            mean = s1 / (n + PRIOR_BARS)
-            sd = math.sqrt((var if n > 1 else scale * scale) / (n + PRIOR_BARS))
-            switch = self.cost * float(np.abs(arms[k] - held_w).sum()) / self.window
-            score = mean + sd * float(self._draws[k]) - switch
-            if score > best_score:
-                best, best_score = k, score
-        return best
+    def _decide(self, regime: int) -> tuple[int, str]:
+        loop = self.loops[regime]
+        policy = loop.select_policy()
+        ev = evidence_from(loop.retrieve(self.query), self.arm_index, rules=self.variant.reflection)
+        held = self._held[regime]
+        if ev.favoured:
+            arm = ev.favoured[0]
+        elif held in ev.avoided:
+            arm = 0 if 0 not in ev.avoided else held
+        elif not self.variant.full_information and not self._frozen:
+            arm = self._visits[regime] % len(self.rules)
+        else:
+            arm = held
+        self._visits[regime] += 1
+        self._held[regime] = arm
+        return arm, policy.name
 
     def __call__(self, view: MarketView, /) -> Decision:
-        """Settle the previous bar, then choose a rule and return its weights."""
+        """Settle the previous bar, then follow the rule chosen for this regime and block."""
         self._settle(view)
         arms, regime = view_features(view, self.rules)
+        block = self.seen // BLOCK
+        if block != self._plan_block:
+            self._plan.clear()
+            self._plan_block = block
+        if regime not in self._plan:
+            self._plan[regime] = self._decide(regime)
+        arm, policy_name = self._plan[regime]
         p = self._pending
-        prev_w = None if p is None else p.weights
-        learning = self.seen >= self.variant.warmup
-        policy_name = "warm-up"
-        if learning:
-            policy_name = self.loop.select_policy().name
-            held_w = prev_w if prev_w is not None else arms[self._held]
-            self._held = self._choose(arms, regime, self._scale(view), held_w)
-        weights = arms[self._held]
         self._pending = _Pending(
-            view.t,
-            arms,
-            None if p is None else p.arms,
-            weights,
-            prev_w,
-            self._held,
-            regime,
-            learning and not self.frozen,
+            view.t, arms, None if p is None else p.arms, regime, (self.seen + 1) % BLOCK == 0
         )
-        self.choices.append((regime, self._held, policy_name))
-        self.posterior_means.append(tuple(self.loop.bandit_state.means().tolist()))
+        self.choices.append((regime, arm, policy_name))
+        base = len(self.policy_names)
+        self.posterior_means.append(tuple(self.loops[regime].bandit_state.means()[:base].tolist()))
         self.seen += 1
-        if self.frozen:
+        if self._frozen:
             self._frozen_decisions += 1
         notes: tuple[str, ...] = (
-            f"regime {REGIMES[regime]}; rule {self.names[self._held]}; policy {policy_name}",
+            f"regime {REGIMES[regime]}; rule {self.names[arm]}; policy {policy_name}",
         )
         refusals: tuple[Any, ...] = ()
         if self.evidence:
             _, refused = self.guard.admit(self.evidence, view.decision_time)
             refusals = tuple(refused)
             notes = (*notes, *refusal_notes(refused))
-        return Decision(weights, notes, refusals)
+        return Decision(arms[arm], notes, refusals)
 
     # -- phases -----------------------------------------------------------------------
 
@@ -343,16 +265,19 @@ class RuleAgent:
         """Every piece of learning state as JSON-able data (what the fingerprint covers)."""
         return {
             "store": self.store.to_dict(),
-            "loop": self.loop.snapshot(),
-            "knowledge": self.knowledge.to_dict(),
-            "payloads": {k: list(v) for k, v in sorted(self.payloads.items())},
-            "active_rules": {REGIMES[r]: list(v) for r, v in sorted(self.active_rules.items())},
+            "loops": {loop.namespace: loop.snapshot() for loop in self.loops},
             "reflections": self.reflections,
         }
 
     def fingerprint(self) -> str:
         """SHA-256 of the canonical JSON of `learned_state()`."""
         return digest(self.learned_state())
+
+    def freeze(self) -> None:
+        """Switch learning off: memory, posteriors and policies become read-only."""
+        self._frozen = True
+        for loop in self.loops:
+            loop.freeze()
 
     def observe_episode(self, episode: Episode) -> None:
         """Record the split; freeze after `freeze_after`; check every frozen split."""
@@ -364,6 +289,6 @@ class RuleAgent:
             check = FrozenCheck(name, self._frozen_digest, after, self._frozen_decisions)
             self.frozen_checks.append(check)
             self._frozen_decisions = 0
-        if name == self.freeze_after and not self.frozen:
-            self.loop.freeze()
+        if name == self.freeze_after and not self._frozen:
+            self.freeze()
             self._frozen_digest = self.fingerprint()

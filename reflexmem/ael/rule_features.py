@@ -1,4 +1,4 @@
-"""What the rule agent reads off a view: rule weights, the regime, and its recall matcher.
+"""What the rule agent reads off a view: every rule's weights and the regime.
 
 Rule weights and the regime at bar t are pure functions of closes 0..t, so they are
 cached by the view's history digest and shared by every seed and variant of a process.
@@ -6,28 +6,14 @@ cached by the view's history digest and shared by every seed and variant of a pr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from reflexmem.ael.environment import MarketView
 from reflexmem.ael.regimes import TAIL, regime_at
 from reflexmem.ael.rules import MAX_HISTORY, Rule, arm_weights_at
-from reflexmem.memory.entries import MemoryEntry
 
 _VIEW_CACHE: dict[tuple[bytes, tuple[Rule, ...]], tuple[np.ndarray, int]] = {}
 _VIEW_CACHE_SIZE = 50_000
-
-
-def tag_match(query: str, entries: Sequence[MemoryEntry]) -> np.ndarray:
-    """f_match for a one-tag query: 1 where the entry carries the tag, else 0.
-
-    The agent's queries are a single regime tag, for which the default IDF coverage
-    matcher gives exactly these scores (coverage of one term is 1 or 0); this form
-    skips tokenising the whole candidate batch on every write.
-    """
-    tag = query.strip()
-    return np.fromiter((tag in e.tags for e in entries), dtype=np.float64, count=len(entries))
 
 
 def view_features(view: MarketView, rules: tuple[Rule, ...]) -> tuple[np.ndarray, int]:

@@ -1,37 +1,31 @@
-"""What the rule-choosing agent knows, and how it goes into and out of the three tiers.
+"""How the rule-choosing agent's experience goes into production memory and comes back.
 
-The agent's experience is regime-conditioned: for every regime R and rule (arm) X it
-keeps the count, sum and sum of squares of X's *credited outcome* per bar, the rule's
-return minus the equal-weight return minus the reference cost times the rule's own
-turnover (`RuleKnowledge`). Subtracting equal weight removes the market's own move,
-which is most of any long-only book's return and says nothing about the rule.
+The agent has no statistics of its own: everything it knows is what `reflexmem.memory`
+keeps and recalls, learned by the same distillation the cycle runs on the user's roles
+(`merge.distil_window` -> `outcome_rules`: condition patterns screened against the
+role's other episodes, rules confirmed on later episodes under alpha-spending, retired
+when later carriers contradict them). This module is the adapter between the market's
+decision space and that memory:
 
-The tiers of `reflexmem.memory` carry that experience to the decision:
-
-- episodic: one entry per settled bar ("in up_calm held momentum_16: +3.1 bp"),
-  quality 0.5 + 0.5 s with s = tanh(x / scale) of the agent's own credited outcome x,
-  so a losing bar has low quality and the store's 0.3 floor refuses it;
-- semantic: every window the agent distils, for the regimes of that window, the
-  cumulative statistics of the strongest rules (and of the rule it holds) into one
-  entry each ("in up_calm momentum_16 beat equal weight by +0.8 bp a bar over 240
-  bars, t = +2.1"), quality 0.5 + 0.5 tanh(t / 2) (a clearly losing rule falls below
-  the floor), confidence Phi(t), support n;
-- procedural: the slow-loop reflection promotes "in regime R prefer rule X" when X's
-  support is >= `PROMOTE_SUPPORT` bars and its confidence Phi(t) >= `PROMOTE_CONFIDENCE`,
-  and retires the rule when its confidence falls below one half or another rule
-  overtakes it.
-
-An entry's numbers travel in a payload table keyed by entry id (written once with
-the entry, frozen with it, inside the agent's fingerprint), so the decision reads the
-statistics a recalled entry stood for at the time it was written, never the live
-table: the agent only knows what its memory gives back.
+- **namespaces**: one per regime (`agent:<method>:<regime>`), so that "the role's other
+  episodes" of a pattern are the other rules *in the same regime*;
+- **episodes**: at the close of every block of `BLOCK` decision bars, one episode per
+  (regime seen in the block, rule): the rule's mean credited outcome over the block's
+  bars in that regime (return minus the equal-weight return minus the reference cost
+  times the rule's own turnover), in units of the market's recent volatility,
+  s = tanh(x / sigma). The condition tag is `arm:<rule>`. Quality is 1 for every
+  episode: a priced outcome is exact, and a quality that fell with the outcome would
+  make the store's floor keep only the winners and bias every contrast;
+- **evidence**: what a recall returned, read as favoured and avoided rules: a confirmed
+  procedural rule (or, for the methods without reflection, a screened semantic pattern)
+  whose condition is `arm:X` favours or avoids X by its contrast's direction, ranked by
+  the lower end of its interval.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -39,172 +33,119 @@ from reflexmem.ael.regimes import REGIMES
 from reflexmem.ledger.enums import EntryState, Tier
 from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.policies import Retrieval
-from reflexmem.prices.panel import FloatArray
 
-MIN_SUPPORT = 20
-"""Bars of a (regime, rule) before it is distilled into a semantic entry."""
-PROMOTE_SUPPORT = 50
-PROMOTE_CONFIDENCE = 0.9
-RETIRE_CONFIDENCE = 0.5
-SEMANTIC_PER_REGIME = 3
-"""Strongest rules distilled per regime and window (plus the rule held)."""
-
-
-def phi(x: float) -> float:
-    """Standard normal CDF."""
-    return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
-
-
-@dataclass
-class RuleKnowledge:
-    """Count, sum and sum of squares of credited outcomes per (regime, rule)."""
-
-    n_arms: int
-    n: FloatArray = field(init=False)
-    s1: FloatArray = field(init=False)
-    s2: FloatArray = field(init=False)
-
-    def __post_init__(self) -> None:
-        shape = (len(REGIMES), self.n_arms)
-        self.n = np.zeros(shape)
-        self.s1 = np.zeros(shape)
-        self.s2 = np.zeros(shape)
-
-    def update(self, regime: int, outcomes: FloatArray, arms: FloatArray | None = None) -> None:
-        """Credit outcomes to one regime: every arm (full information) or masked ones."""
-        mask = np.ones(self.n_arms) if arms is None else arms
-        self.n[regime] += mask
-        self.s1[regime] += mask * outcomes
-        self.s2[regime] += mask * outcomes * outcomes
-
-    def scale(self) -> float:
-        """RMS credited outcome over everything seen (0 before anything)."""
-        total = float(self.n.sum())
-        return math.sqrt(float(self.s2.sum()) / total) if total > 0 else 0.0
-
-    def t_stats(self, regime: int) -> FloatArray:
-        """t-statistic of every arm's mean outcome in a regime (0 with < 2 bars)."""
-        n = self.n[regime]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mean = np.where(n > 0, self.s1[regime] / n, 0.0)
-            var = np.where(n > 1, self.s2[regime] / n - mean * mean, 0.0)
-            t = np.where(var > 0, mean / np.sqrt(var / np.maximum(n, 1.0)), 0.0)
-        return np.asarray(t, dtype=np.float64)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able arrays (for the fingerprint and snapshots)."""
-        return {"n": self.n.tolist(), "s1": self.s1.tolist(), "s2": self.s2.tolist()}
-
-
-def regime_tag(regime: int) -> str:
-    """Tag of a regime, e.g. `regime_up_calm`."""
-    return f"regime_{REGIMES[regime]}"
+BLOCK = 10
+"""Decision bars per block: the agent settles what it saw into memory once a block."""
+ARM_PREFIX = "arm:"
 
 
 def arm_tag(name: str) -> str:
-    """Tag of a rule, e.g. `arm_momentum_16`."""
-    return f"arm_{name}"
+    """The condition tag of a rule, e.g. `arm:momentum_16`."""
+    return f"{ARM_PREFIX}{name}"
 
 
-def semantic_entry(
-    namespace: str,
-    episode: int,
-    regime: int,
-    arm: str,
-    stats: tuple[float, float, float],
-    scale: float,
-) -> MemoryEntry:
-    """The distilled statistics of one (regime, rule) as a semantic entry."""
-    n, s1, s2 = stats
-    mean = s1 / n
-    var = max(s2 / n - mean * mean, 0.0)
-    t = mean / math.sqrt(var / n) if var > 0 else 0.0
-    polarity = "positive" if mean > 0 else "negative"
-    text = (
-        f"in {REGIMES[regime]} {arm} beat equal weight by {mean * 1e4:+.2f} bp a bar net of"
-        f" costs over {int(n)} bars (t = {t:+.2f})"
-    )
-    return MemoryEntry(
-        id=f"sem:{namespace}:{REGIMES[regime]}:{arm}:{episode}",
-        namespace=namespace,
-        tier=Tier.SEMANTIC,
-        text=text,
-        tags=(regime_tag(regime), arm_tag(arm), f"polarity:{polarity}"),
-        quality=float(np.clip(0.5 + 0.5 * math.tanh(t / 2.0), 0.0, 1.0)),
-        created_episode=episode,
-        support=int(n),
-        confidence=phi(t),
-        outcome=math.tanh(mean / scale) if scale > 0 else 0.0,
-    )
+def regime_namespace(method: str, regime: int) -> str:
+    """The memory namespace of one method's experience in one regime."""
+    return f"agent:{method}:{REGIMES[regime]}"
 
 
-def procedural_entry(
-    namespace: str, episode: int, regime: int, arm: str, support: int, confidence: float
-) -> MemoryEntry:
-    """'In regime R prefer rule X' as an active procedural entry."""
-    return MemoryEntry(
-        id=f"proc:{namespace}:{REGIMES[regime]}:{arm}:{episode}",
-        namespace=namespace,
-        tier=Tier.PROCEDURAL,
-        text=f"in regime {REGIMES[regime]} prefer rule {arm} (support {support},"
-        f" confidence {confidence:.2f})",
-        tags=(regime_tag(regime), arm_tag(arm), "polarity:positive"),
-        quality=confidence,
-        created_episode=episode,
-        state=EntryState.ACTIVE,
-        support=support,
-        confidence=confidence,
-        outcome=None,
+def arm_match(query: str, entries: Sequence[MemoryEntry]) -> np.ndarray:
+    """f_match for a query of condition tags: 1 where the entry carries one of them, else 0.
+
+    The agent asks for everything its regime's memory holds about the rules; which of
+    it comes back is then the ranking's (quality, recency, tier) and the policy's
+    (tiers, top k, budget) choice, as for any recall.
+    """
+    wanted = frozenset(query.split())
+    return np.fromiter(
+        (not wanted.isdisjoint(e.tags) for e in entries), dtype=np.float64, count=len(entries)
     )
 
 
 @dataclass
-class Evidence:
-    """What one recall said about the rules in the current regime."""
+class BlockOutcomes:
+    """Credited outcomes of every rule, summed per regime, over one block's settled bars."""
 
-    preferred: int | None = None
-    stats: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+    n_arms: int
+    sums: dict[int, np.ndarray] = field(default_factory=dict)
+    bars: dict[int, int] = field(default_factory=dict)
+
+    def add(self, regime: int, outcomes: np.ndarray) -> None:
+        """Credit one settled bar of `regime`."""
+        if regime not in self.sums:
+            self.sums[regime] = np.zeros(self.n_arms)
+            self.bars[regime] = 0
+        self.sums[regime] += outcomes
+        self.bars[regime] += 1
+
+    def means(self) -> dict[int, np.ndarray]:
+        """Mean credited outcome of every rule per regime seen, regimes in order."""
+        return {r: self.sums[r] / self.bars[r] for r in sorted(self.sums)}
+
+    def clear(self) -> None:
+        """Start the next block."""
+        self.sums.clear()
+        self.bars.clear()
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one recall said about the rules: favoured ones best first, avoided ones."""
+
+    favoured: tuple[int, ...] = ()
+    avoided: frozenset[int] = frozenset()
     recalled: int = 0
 
 
-def evidence_from(
-    retrieval: Retrieval | None,
-    regime: int,
-    arm_index: dict[str, int],
-    payloads: dict[str, tuple[float, float, float]],
-) -> Evidence:
-    """Turn a recall into per-rule statistics for `regime` (and a preferred rule).
+def _verdict(entry: MemoryEntry, confirmed: bool) -> tuple[int, float] | None:
+    """(direction, lower end of the interval in that direction) of a learned item, or None."""
+    stats = entry.stats or {}
+    if confirmed:
+        if entry.tier is not Tier.PROCEDURAL or "confirm" not in stats:
+            return None
+        test, direction = stats["confirm"], int(stats["direction"])
+    else:
+        if entry.tier is not Tier.SEMANTIC or not stats.get("contrast"):
+            return None
+        test = stats["contrast"]
+        direction = 1 if test["effect"] > 0 else -1
+    low = float(test["ci_low"]) if direction > 0 else -float(test["ci_high"])
+    return direction, low
 
-    Only entries tagged with the current regime count. A procedural rule names the
-    preferred arm; semantic entries give cumulative statistics (the largest-support
-    one per arm wins, they are snapshots of the same sums); episodic entries add one
-    observation each for arms no semantic entry covers.
+
+def evidence_from(
+    retrieval: Retrieval | None, arm_index: dict[str, int], *, rules: bool
+) -> Evidence:
+    """Favoured and avoided rules in what a recall returned.
+
+    Only active entries are ever recalled, so a procedural entry here is a confirmed
+    rule and a semantic one a screened pattern. With `rules` the agent acts on
+    confirmed rules only (the slow loop's output); without, on screened patterns.
+    Episodic entries are single observations and decide nothing.
     """
-    out = Evidence()
     if retrieval is None:
-        return out
-    tag = regime_tag(regime)
-    episodic: dict[int, list[float]] = {}
+        return Evidence()
+    favoured: dict[int, float] = {}
+    avoided: set[int] = set()
+    recalled = 0
     for item in retrieval.ranked:
-        e = item.entry
-        if tag not in e.tags:
+        entry = item.entry
+        if entry.state is not EntryState.ACTIVE:
             continue
-        arm = next((arm_index.get(t[4:]) for t in e.tags if t.startswith("arm_")), None)
+        arm = next(
+            (arm_index.get(t[len(ARM_PREFIX) :]) for t in entry.tags if t.startswith(ARM_PREFIX)),
+            None,
+        )
         if arm is None:
             continue
-        out.recalled += 1
-        payload = payloads.get(e.id)
-        if e.tier is Tier.PROCEDURAL:
-            if out.preferred is None:
-                out.preferred = arm
-        elif e.tier is Tier.SEMANTIC and payload is not None:
-            best = out.stats.get(arm)
-            if best is None or payload[0] > best[0]:
-                out.stats[arm] = payload
-        elif e.tier is Tier.EPISODIC and payload is not None:
-            episodic.setdefault(arm, []).append(payload[1])
-    for arm, xs in episodic.items():
-        if arm not in out.stats:
-            x = np.asarray(xs)
-            out.stats[arm] = (float(x.size), float(x.sum()), float((x * x).sum()))
-    return out
+        recalled += 1
+        verdict = _verdict(entry, rules)
+        if verdict is None:
+            continue
+        direction, low = verdict
+        if direction > 0:
+            favoured[arm] = max(low, favoured.get(arm, -np.inf))
+        else:
+            avoided.add(arm)
+    order = sorted(favoured, key=lambda k: (-favoured[k], k))
+    return Evidence(tuple(k for k in order if k not in avoided), frozenset(avoided), recalled)

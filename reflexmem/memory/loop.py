@@ -197,6 +197,31 @@ class LearningLoop:
             raise FrozenError("learning loop is frozen: record_episode refused")
         policy = self._require_policy()
         episode = EpisodeInput(text, outcome, quality, tuple(tags), policy.name, tuple(source_ids))
+        report = self._settle(episode)
+        self._current = None
+        return report
+
+    def observe(
+        self,
+        text: str,
+        outcome: float,
+        quality: float,
+        tags: Iterable[str] = (),
+        source_ids: Iterable[str] = (),
+    ) -> EpisodeReport:
+        """Remember an outcome the agent saw but did not play, crediting no policy.
+
+        In a market every rule's outcome is visible whether the agent followed it or
+        not; such an observation is an episode with no policy (as the ledger records
+        an episode whose ``policy`` is ``None``): it enters memory and distillation,
+        and the bandit learns nothing from it. The selected policy stays selected.
+        """
+        if self._frozen:
+            raise FrozenError("learning loop is frozen: observe refused")
+        episode = EpisodeInput(text, outcome, quality, tuple(tags), None, tuple(source_ids))
+        return self._settle(episode)
+
+    def _settle(self, episode: EpisodeInput) -> EpisodeReport:
         self._state, settled = settle_episode(
             self._schedule, self._store, self._namespace, self._state, self._episode, episode
         )
@@ -204,7 +229,6 @@ class LearningLoop:
         if settled.evolution is not None:
             self._events.append(settled.evolution)
         self._episode += 1
-        self._current = None
         return EpisodeReport(settled.record, settled.write, settled.distill, settled.evolution)
 
     def snapshot(self) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 A **condition** is something an episode carried before its outcome was known (a tag with
 one of :attr:`RuleConfig.prefixes`: a required evidence kind missing, going against the
-role's own signal, the direction, the symbol, the scenario). Outcome-defined tags (the
+role's own signal, the direction, the symbol, the scenario, the market regime, the rule
+(arm) an agent followed). Outcome-defined tags (the
 reflection class, the lesson) are never conditions: "went against its signal and lost"
 would support "loses" by construction.
 
@@ -80,6 +81,7 @@ class RuleConfig:
         "symbol:",
         "scenario:",
         "regime:",
+        "arm:",
     )
     min_support: int = 10
     screen_p: float = 0.01

@@ -30,6 +30,7 @@ def describe(condition: str) -> str:
         "symbol": f"decisions on {value}",
         "scenario": f"scenario {value}",
         "regime": f"regime {value}",
+        "arm": f"following rule {value}",
     }.get(kind, condition)
 
 

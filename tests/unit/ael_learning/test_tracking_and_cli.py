@@ -73,7 +73,8 @@ def test_mlflow_lineage_has_a_parent_with_the_prices_and_nested_runs_per_method_
         ).read_text()
     )
     assert snapshot["store"]["entries"]
-    assert snapshot["loop"]["bandit"]["arms"]
+    assert all(loop["bandit"]["arms"] for loop in snapshot["loops"].values())
+    assert {ns.split(":")[1] for ns in snapshot["loops"]} == {"ael"}
     assert "test_sharpe_0bp" in by_name["momentum"].data.metrics
 
 
