@@ -1,15 +1,17 @@
 """The learning methods of the table: one agent, `RuleAgent`, configured per row.
 
-| method | retrieval policy | reflection | warm-up | credit |
+| method | retrieval policy | acts on | warm-up | episodes written |
 | --- | --- | --- | --- | --- |
-| `memory` | fixed `full_detailed`, no bandit | no | 15 | full information |
-| `ael` | Thompson bandit over the five default policies | yes | 15 | full information |
-| `ael_no_warmup` (paper "-warm-up") | bandit | yes | 0 | full information |
-| `ael_no_reflection` (paper "-reflection") | bandit | no | 15 | full information |
-| `ael_bandit_feedback` (ablation) | bandit | yes | 15 | only the rule held |
+| `memory` | fixed `full_detailed`, no bandit | screened patterns | 15 | every rule |
+| `ael` | Thompson bandit over the five default policies | confirmed rules | 15 | every rule |
+| `ael_no_warmup` (paper "-warm-up") | bandit | confirmed rules | 0 | every rule |
+| `ael_no_reflection` (paper "-reflection") | bandit | screened patterns | 15 | every rule |
+| `ael_bandit_feedback` (ablation) | bandit | confirmed rules | 15 | only the rule held |
 
-Every variant is frozen from the first test decision; none adapts during test, so no
-row needs the `online` label.
+"Reflection" is the slow loop's output: rules confirmed on episodes they were not formed
+from. Without it the agent acts on the screened patterns themselves. Warm-up counts
+episodes of each regime's namespace. Every variant is frozen from the first test
+decision; none adapts during test, so no row needs the `online` label.
 """
 
 from __future__ import annotations
