@@ -113,6 +113,12 @@ class Links:
         url, extra = self.run(run_id)
         return Step(kind, id_, run_id, url, {**detail, **extra}, times)
 
+    def linked(self, step: Step) -> Step:
+        """The step with its MLflow run's URL and parent cycle (if it names a run)."""
+        if not step.mlflow_run_id:
+            return step
+        return self.step(step.kind, step.id, step.mlflow_run_id, step.detail, step.times)
+
 
 def _plain_steps(kind: str, key: str, rows: list[dict[str, Any]]) -> list[Step]:
     return [Step(kind, str(r.pop(key)), detail=r) for r in rows]
@@ -243,7 +249,7 @@ def trace(
                 key = episode_id or case_id
                 steps.append(links.step("lesson", key, run_id, lesson, when.lesson))
         keys += [case_id, *([episode_id] if episode_id else [])]
-        steps += memory_steps(conn, case_id, clocks)
+        steps += [links.linked(s) for s in memory_steps(conn, case_id, clocks)]
     steps += reflex_steps(conn, keys, links.ui_base, clocks)
     return Lineage(decision_id, tuple(steps), clocks)
 

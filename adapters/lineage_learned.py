@@ -35,6 +35,9 @@ sb = cast(sa.Table, StructureBundle.__table__)
 def memory_steps(conn: sa.Connection, case_id: str, clocks: Clocks) -> list[Step]:
     """Pattern lineages that took the case, followed to their newest version, and rules.
 
+    Each names the distillation run that wrote its newest kept version (the caller
+    links it to MLflow).
+
     Only the versions and rules valid and recorded by `clocks` count: a lineage is cut
     at its first version that was not, and left out if its first one was not.
     """
@@ -69,12 +72,13 @@ def memory_steps(conn: sa.Connection, case_id: str, clocks: Clocks) -> list[Step
         chain = chain[:kept]
         current = rows(
             conn,
-            "SELECT entry_id, namespace, state, text, support, confidence, wins, losses "
-            "FROM memory_entries WHERE entry_id = :e",
+            "SELECT entry_id, namespace, state, text, support, confidence, wins, losses, "
+            "mlflow_run_id FROM memory_entries WHERE entry_id = :e",
             e=chain[-1],
         )[0]
+        run_id = current.pop("mlflow_run_id")
         detail = {**current, "current_id": current.pop("entry_id"), "versions": chain}
-        steps.append(Step("pattern", chain[0], detail=detail, times=times[chain[0]]))
+        steps.append(Step("pattern", chain[0], run_id, detail=detail, times=times[chain[0]]))
         for rule in rows(
             conn,
             "SELECT DISTINCT e.entry_id, e.created_episode FROM memory_sources s "
@@ -90,11 +94,12 @@ def memory_steps(conn: sa.Connection, case_id: str, clocks: Clocks) -> list[Step
             continue
         r = rows(
             conn,
-            "SELECT entry_id, namespace, state, text, support, confidence FROM memory_entries "
-            "WHERE entry_id = :e",
+            "SELECT entry_id, namespace, state, text, support, confidence, mlflow_run_id "
+            "FROM memory_entries WHERE entry_id = :e",
             e=rule_id,
         )[0]
-        steps.append(Step("rule", r.pop("entry_id"), detail=r, times=rule_times[rule_id]))
+        run_id = r.pop("mlflow_run_id")
+        steps.append(Step("rule", r.pop("entry_id"), run_id, detail=r, times=rule_times[rule_id]))
     return steps
 
 

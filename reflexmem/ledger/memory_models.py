@@ -88,6 +88,8 @@ class MemoryEntryRow(Base):
     superseded_episode: Mapped[int | None]
     """The namespace's episode clock when the version was superseded (valid time: a
     recall as of T counts it live while T's episode clock is below this)."""
+    mlflow_run_id: Mapped[str | None] = mapped_column(sa.String(64))
+    """The distillation run (`memory-distillation`) that wrote or last moved this version."""
 
 
 class MemorySource(Base):

@@ -96,6 +96,9 @@ class EpisodeReport:
     distilled: DistilReport | None = None
 
 
+STAMP_CHUNK = 500
+"""Entry IDs per `IN` list when a batch's versions are stamped with their run."""
+
 VERSION_COLUMNS = (
     "entry_id, namespace, tier, state, text, support, confidence, wins, losses, outcome, "
     "quality, window_key, first_episode, created_episode"
@@ -107,7 +110,8 @@ def _traced(res: Resources, report: DistilReport, cycle_id: str | None) -> Disti
 
     One tracking run per batch of windows (nested in the cycle's run when there is one),
     with the versions it wrote, promoted, confirmed or rejected as a table, so a
-    reviewer reaches a pattern or rule from the cycle that made it.
+    reviewer reaches a pattern or rule from the cycle that made it; each of those
+    versions names the run (`memory_entries.mlflow_run_id`), so lineage links to it.
     """
     if report.windows == 0:
         return report
@@ -129,6 +133,13 @@ def _traced(res: Resources, report: DistilReport, cycle_id: str | None) -> Disti
         "refused": float(report.refused),
     }
     run_id = res.tracker.log_distillation(report.namespace, versions, counts, cycle_id)
+    if run_id is not None and ids:
+        stamp = sa.text(
+            "UPDATE memory_entries SET mlflow_run_id = :run WHERE entry_id IN :ids"
+        ).bindparams(sa.bindparam("ids", expanding=True))
+        with res.engine.begin() as conn:
+            for start in range(0, len(ids), STAMP_CHUNK):
+                conn.execute(stamp, {"run": run_id, "ids": ids[start : start + STAMP_CHUNK]})
     return replace(report, mlflow_run_id=run_id)
 
 

@@ -93,3 +93,60 @@ def test_every_distillation_batch_is_a_run_nested_in_its_cycle_with_its_versions
     versions = pl.read_parquet(path)
     assert pattern in versions["entry_id"].to_list()
     assert set(versions["tier"].to_list()) <= {"semantic", "procedural"}
+    with engine.connect() as conn:
+        stamped = dict(
+            conn.execute(sa.text("SELECT entry_id, mlflow_run_id FROM memory_entries")).all()
+        )
+    for run in runs:  # every version a batch wrote or moved names that batch's run
+        listed = run.data.tags["reflexmem.pattern_ids"] + run.data.tags["reflexmem.rule_ids"]
+        ids = [i for i in listed.split(",") if i and not i.endswith("...")]
+        assert ids
+        assert all(stamped[i] in {d.mlflow_run_id for d in batches} for i in ids)
+    assert stamped[pattern] == found[0].info.run_id
+
+
+def test_lineage_reaches_pattern_and_rule_with_the_run_that_made_each(
+    engine: sa.Engine, tmp_path: Path, mlflow_uri: str
+) -> None:
+    import mlflow
+
+    from adapters.lineage import Links, pick_decision, trace
+    from adapters.tracking.eval import EvaluationTracker
+    from adapters.tracking.memory import EXPERIMENT, VERSIONS_FILE
+    from tests.support import registry
+
+    tracker = EvaluationTracker(
+        mlflow_uri,
+        ledger_url=str(engine.url),
+        artifact_root=tmp_path / "artifacts",
+        registry=registry(),
+    )
+    res = make_resources(engine, tracker=tracker)
+    seed_ledger(res, tmp_path, n=1200)
+    report = run_cycle(DirectRunner(res), CycleParams(as_of=AS_OF))
+    with engine.connect() as conn:
+        decision = pick_decision(conn)
+        assert decision is not None
+        chain = trace(conn, decision, Links(tracker.client, "http://ui"))
+    assert chain is not None
+    learned = chain.of("pattern") + chain.of("rule")
+    assert chain.of("pattern"), "the decision's case took part in a pattern"
+    assert chain.of("rule"), "and the pattern formed a rule"
+    experiment = tracker.client.get_experiment_by_name(EXPERIMENT).experiment_id
+    cycle_run = report.cycle.mlflow_run_id if report.cycle else None
+    for step in learned:
+        assert step.mlflow_run_id is not None, step
+        assert step.url is not None
+        assert step.mlflow_run_id in step.url
+        assert f"/experiments/{experiment}/" in step.url
+        assert step.detail["cycle_mlflow_run_id"] == cycle_run
+        # the run's versions table lists the version the step shows (its ID tags are
+        # cut at a few thousand characters, the ledger's link is not)
+        path = mlflow.artifacts.download_artifacts(
+            run_id=step.mlflow_run_id,
+            artifact_path=VERSIONS_FILE,
+            dst_path=str(tmp_path / "dl" / step.mlflow_run_id),
+            tracking_uri=mlflow_uri,
+        )
+        newest = step.detail.get("current_id", step.id)
+        assert newest in pl.read_parquet(path)["entry_id"].to_list()
