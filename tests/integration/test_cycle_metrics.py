@@ -94,7 +94,7 @@ def test_every_distillation_batch_is_a_run_nested_in_its_cycle_with_its_versions
     assert pattern in versions["entry_id"].to_list()
     assert set(versions["tier"].to_list()) <= {"semantic", "procedural"}
     with engine.connect() as conn:
-        stamped = dict(
+        stamped: dict[str, str | None] = dict(
             conn.execute(sa.text("SELECT entry_id, mlflow_run_id FROM memory_entries")).all()
         )
     for run in runs:  # every version a batch wrote or moved names that batch's run
