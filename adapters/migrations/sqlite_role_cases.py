@@ -1,4 +1,4 @@
-"""SQLite triggers of `role_cases`: the FTS5 index and the reflection stamp (migration 0002).
+"""SQLite triggers of `role_cases`: the FTS5 index and the reflection stamp (migrations 0002, 0022).
 
 Kept in one module because SQLite loses a table's triggers whenever a migration has to
 recreate the table (its only way to change a CHECK constraint): such a migration calls
@@ -49,23 +49,35 @@ def create_fts_table(execute: Callable[[str], object]) -> None:
     )
 
 
-def create_triggers(execute: Callable[[str], object]) -> None:
-    """The FTS and reflection-stamp triggers of role_cases."""
+def _reflected(row: str, only_reflected: bool) -> str:
+    return f"{row}.state = 'reflected'" if only_reflected else "1"
+
+
+def create_triggers(execute: Callable[[str], object], *, only_reflected: bool = True) -> None:
+    """The FTS and reflection-stamp triggers of role_cases.
+
+    The FTS index holds reflected cases only (migration 0022): recall reads no other, and
+    tokenising every decision text at admission was most of admission's case insert.
+    `only_reflected=False` gives the earlier triggers, which indexed every case.
+    """
+    new, old = _reflected("NEW", only_reflected), _reflected("OLD", only_reflected)
     execute(
-        "CREATE TRIGGER role_cases_fts_ai AFTER INSERT ON role_cases BEGIN "
+        f"CREATE TRIGGER role_cases_fts_ai AFTER INSERT ON role_cases WHEN {new} BEGIN "
         f"INSERT INTO role_cases_fts(rowid, {FTS_COLUMNS}) VALUES ({_fts_values('NEW')}); END"
     )
     execute(
-        "CREATE TRIGGER role_cases_fts_ad AFTER DELETE ON role_cases BEGIN "
+        f"CREATE TRIGGER role_cases_fts_ad AFTER DELETE ON role_cases WHEN {old} BEGIN "
         f"INSERT INTO role_cases_fts(role_cases_fts, rowid, {FTS_COLUMNS}) "
         f"VALUES ('delete', {_fts_values('OLD')}); END"
     )
     execute(
         "CREATE TRIGGER role_cases_fts_au AFTER UPDATE OF "
-        "decision_text, lesson, symbol, scenario, role_id, state ON role_cases BEGIN "
+        "decision_text, lesson, symbol, scenario, role_id, state ON role_cases "
+        f"WHEN {old} OR {new} BEGIN "
         f"INSERT INTO role_cases_fts(role_cases_fts, rowid, {FTS_COLUMNS}) "
-        f"VALUES ('delete', {_fts_values('OLD')}); "
-        f"INSERT INTO role_cases_fts(rowid, {FTS_COLUMNS}) VALUES ({_fts_values('NEW')}); END"
+        f"SELECT 'delete', {_fts_values('OLD')} WHERE {old}; "
+        f"INSERT INTO role_cases_fts(rowid, {FTS_COLUMNS}) "
+        f"SELECT {_fts_values('NEW')} WHERE {new}; END"
     )
     stamp = "strftime('%Y-%m-%d %H:%M:%f000', 'now')"
     execute(
@@ -82,10 +94,10 @@ def create_triggers(execute: Callable[[str], object]) -> None:
     )
 
 
-def backfill(execute: Callable[[str], object]) -> None:
-    """Index every role case already stored."""
+def backfill(execute: Callable[[str], object], *, only_reflected: bool = True) -> None:
+    """Index the role cases already stored (the reflected ones, as the triggers do)."""
     execute(
         f"INSERT INTO role_cases_fts(rowid, {FTS_COLUMNS}) "
         f"SELECT {_fts_values('role_cases').replace('role_cases.rowid', 'rowid')} "
-        "FROM role_cases"
+        f"FROM role_cases WHERE {_reflected('role_cases', only_reflected)}"
     )

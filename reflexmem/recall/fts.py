@@ -113,7 +113,10 @@ def slice_query(c: RecallConstraints, limit: int) -> sa.Select[Any]:
 
 
 def rebuild_sqlite_fts(conn: sa.Connection) -> int:
-    """Re-index every role case (after a VACUUM, which may renumber rowids)."""
+    """Re-index the reflected role cases (after a VACUUM, which may renumber rowids).
+
+    Only reflected cases are indexed (recall reads no other; migration 0022).
+    """
     conn.exec_driver_sql(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('delete-all')")
     us = "char(31)"
     base = f"role_id || {us} || state"
@@ -125,7 +128,8 @@ def rebuild_sqlite_fts(conn: sa.Connection) -> int:
     )
     result = conn.exec_driver_sql(
         f"INSERT INTO {FTS_TABLE}(rowid, decision_text, lesson, symbol, scenario, facets) "
-        f"SELECT rowid, decision_text, lesson, symbol, scenario, {facets} FROM role_cases"
+        f"SELECT rowid, decision_text, lesson, symbol, scenario, {facets} FROM role_cases "
+        f"WHERE state = '{CaseState.REFLECTED.value}'"
     )
     return int(result.rowcount or 0)
 
