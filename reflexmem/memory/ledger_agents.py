@@ -132,10 +132,20 @@ class MemoryLedger:
         ``step`` defaults to the number of updates credited so far, so the same ledger
         state always gives the same pick; selecting is allowed while frozen.
         """
-        policies = {p.name: p for p in self.ensure_agent(agent_id)}
-        state = self.bandit_state(agent_id)
-        at = sum(self.pulls(agent_id).values()) if step is None else step
-        return policies[bandit_fns.select(state, self._rng(agent_id, at))]
+        self.ensure_agent(agent_id)
+        with self.engine.connect() as conn:
+            at = sum(int(r["pulls"]) for r in bandit_rows(conn, agent_id)) if step is None else step
+            return self.select_policy_on(conn, agent_id, at)
+
+    def select_policy_on(self, conn: sa.Connection, agent_id: str, step: int) -> RetrievalPolicy:
+        """:meth:`select_policy` at ``step`` on the caller's connection (the agent exists).
+
+        A recall reads its policy, recalls and logs on one connection: each connection
+        of a request costs a begin, a rollback or commit, and a pool round trip.
+        """
+        policies = {p.name: p for p in policies_on(conn, agent_id)}
+        state = bandit_on(conn, agent_id)
+        return policies[bandit_fns.select(state, self._rng(agent_id, step))]
 
     def save_bandit(
         self, conn: sa.Connection, agent_id: str, state: BanditState, pulls: Mapping[str, int]

@@ -58,20 +58,22 @@ def recall(
     res.registry.get(constraints.role)
     namespace = role_namespace(constraints.role)
     ledger = MemoryLedger(res.engine, seed=res.memory_seed)
-    ledger.ensure_agent(namespace)
-    with res.engine.connect() as conn:
-        served = conn.execute(
-            sa.select(sa.func.count()).select_from(LOG).where(LOG.c.namespace == namespace)
-        ).scalar_one()
-    if policy is None:
-        chosen = ledger.select_policy(namespace, step=int(served))
-    else:
-        known = {p.name: p for p in ledger.policies(namespace)}
-        if policy not in known:
-            raise KeyError(f"namespace {namespace!r} has no retrieval policy {policy!r}")
-        chosen = known[policy]
-    top = chosen.top_k if k is None else min(k, chosen.top_k)
-    with res.engine.connect() as conn:
+    known = {p.name: p for p in ledger.ensure_agent(namespace)}
+    if policy is not None and policy not in known:
+        raise KeyError(f"namespace {namespace!r} has no retrieval policy {policy!r}")
+    recall_id = f"rc-{uuid.uuid4().hex[:20]}"
+    # One connection for the pick, the recall and its log (one begin and commit).
+    with res.engine.begin() as conn:
+        served = int(
+            conn.execute(
+                sa.select(sa.func.count()).select_from(LOG).where(LOG.c.namespace == namespace)
+            ).scalar_one()
+        )
+        if policy is None:
+            chosen = ledger.select_policy_on(conn, namespace, served)
+        else:
+            chosen = known[policy]
+        top = chosen.top_k if k is None else min(k, chosen.top_k)
         result = recall_cases(
             conn,
             constraints,
@@ -80,15 +82,13 @@ def recall(
             embedder=res.embedder,
             tiers=chosen.tiers,
         )
-    recall_id = f"rc-{uuid.uuid4().hex[:20]}"
-    with res.engine.begin() as conn:
         conn.execute(
             sa.insert(LOG).values(
                 recall_id=recall_id,
                 namespace=namespace,
                 decision_id=decision_id,
                 policy=chosen.name,
-                step=int(served),
+                step=served,
                 hits=[h.id for h in result.hits],
                 as_of=constraints.as_of,
                 recalled_at=datetime.now(UTC),
