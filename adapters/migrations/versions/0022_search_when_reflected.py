@@ -7,14 +7,13 @@ Create Date: 2026-12-06 08:10:00
 Recall only ever reads reflected cases, yet both backends indexed every case at
 admission, and reflection rewrites the row (state and lesson), which indexes it again.
 PostgreSQL: the stored text-search vector (`search`, ranked by `ts_rank_cd` in recall)
-stemmed every decision text at admission. Stemming 1e5 decision texts was most of
-admission's `INSERT INTO role_cases` (1.5 s of 1.9 s at 1e5 cases on this machine; the
-same insert without it: 0.2 s). The column is now NULL until the case is reflected and
+stemmed every decision text at admission (1.86 -> 1.60 s for the case insert at 1e5;
+more for long decision texts). The column is now NULL until the case is reflected and
 computed when its state becomes `reflected`; recall's results do not change (it filters
 on that state). PostgreSQL 15 cannot change a generated column's expression in place, so
 the column is dropped and added again (existing reflected rows are computed once here).
-SQLite: the FTS5 triggers tokenised every decision text at admission (1.0 s of the
-1.4 s case insert at 1e5); they now index a case when it becomes reflected and unindex
+SQLite: the FTS5 triggers tokenised every decision text at admission (the case insert
+at 1e5: 1.38 -> 0.77 s); they now index a case when it becomes reflected and unindex
 it when it stops being so, and the table is rebuilt with the reflected cases.
 """
 
