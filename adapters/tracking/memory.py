@@ -5,8 +5,9 @@ reviewer in the MLflow UI must be able to find the batch that made a pattern or 
 from the cycle that ran it. Each batch of windows one stage distilled (inside the
 episodes stage, or the sweep) is a run of the `memory-distillation` experiment with the
 cycle's run as parent: its namespace and counts, the versions it wrote, promoted,
-confirmed or rejected as a Parquet artifact (`pattern_versions.parquet`, one row per
-entry with tier, state, text, support, wins and losses), and their IDs as searchable
+confirmed, rejected or followed (a new version of an active rule) as a Parquet artifact
+(`pattern_versions.parquet`, one row per entry with tier, state, text, support, wins and
+losses), and their IDs as searchable
 tags (`reflexmem.pattern_ids`, `reflexmem.rule_ids`: comma-framed, so
 `tags.reflexmem.pattern_ids LIKE '%,ID,%'` finds the run of one version).
 """

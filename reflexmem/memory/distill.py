@@ -134,6 +134,7 @@ class DistillReport:
     refused: tuple[tuple[str, str], ...] = ()
     confirmed: tuple[str, ...] = ()
     rejected: tuple[str, ...] = ()
+    followed: tuple[str, ...] = ()
 
 
 def semantic_id(key: str, pattern: Pattern) -> str:

@@ -214,6 +214,7 @@ def distill_merged(
         refused=(*refused, *rules.refused),
         confirmed=tuple(rules.confirmed),
         rejected=tuple(rules.rejected),
+        followed=tuple(rules.followed),
     )
 
 

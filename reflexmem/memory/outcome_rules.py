@@ -102,6 +102,8 @@ class RulesOutcome:
     promoted: list[str] = field(default_factory=list)
     confirmed: list[str] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
+    followed: list[str] = field(default_factory=list)
+    """New versions of active rules that stay active (their helpful / harmful counts)."""
     refused: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -305,7 +307,7 @@ class _Window:
         if turned:
             stats["turned"] = since.as_json() if since else None
         state = EntryState.RETIRED if turned else EntryState.ACTIVE
-        into = self.out.rejected if turned else []
+        into = self.out.rejected if turned else self.out.followed
         followed = rule_entry(pattern, state, f"@{self.end}", stats, rule.id)
         if self.put(followed, into):
             self.store.set_state(rule.id, EntryState.SUPERSEDED)

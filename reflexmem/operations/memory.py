@@ -58,6 +58,8 @@ class DistilReport:
     promoted: tuple[str, ...] = ()
     confirmed: tuple[str, ...] = ()
     rejected: tuple[str, ...] = ()
+    followed: tuple[str, ...] = ()
+    """New versions of active rules that stayed active (counts updated)."""
     refused: int = 0
     written: tuple[str, ...] = ()
     """The pattern versions written (entry IDs)."""
@@ -75,6 +77,7 @@ class DistilReport:
             promoted=tuple(i for r in done for i in r.promoted),
             confirmed=tuple(i for r in done for i in r.confirmed),
             rejected=tuple(i for r in done for i in r.rejected),
+            followed=tuple(i for r in done for i in r.followed),
             refused=sum(len(r.refused) for r in done),
             written=tuple(i for r in done for i in r.written),
         )
@@ -109,13 +112,15 @@ def _traced(res: Resources, report: DistilReport, cycle_id: str | None) -> Disti
     """Record a distillation batch's pattern and rule versions with the tracker.
 
     One tracking run per batch of windows (nested in the cycle's run when there is one),
-    with the versions it wrote, promoted, confirmed or rejected as a table, so a
+    with the versions it wrote, promoted, confirmed, rejected or followed as a table, so a
     reviewer reaches a pattern or rule from the cycle that made it; each of those
     versions names the run (`memory_entries.mlflow_run_id`), so lineage links to it.
     """
     if report.windows == 0:
         return report
-    ids = sorted({*report.written, *report.promoted, *report.confirmed, *report.rejected})
+    ids = sorted(
+        {*report.written, *report.promoted, *report.confirmed, *report.rejected, *report.followed}
+    )
     query = sa.text(
         f"SELECT {VERSION_COLUMNS} FROM memory_entries WHERE entry_id IN :ids ORDER BY entry_id"
     ).bindparams(sa.bindparam("ids", expanding=True))
@@ -130,6 +135,7 @@ def _traced(res: Resources, report: DistilReport, cycle_id: str | None) -> Disti
         "rules_promoted": float(len(report.promoted)),
         "rules_confirmed": float(len(report.confirmed)),
         "rules_rejected": float(len(report.rejected)),
+        "rules_followed": float(len(report.followed)),
         "refused": float(report.refused),
     }
     run_id = res.tracker.log_distillation(report.namespace, versions, counts, cycle_id)

@@ -97,6 +97,14 @@ def test_every_distillation_batch_is_a_run_nested_in_its_cycle_with_its_versions
         stamped: dict[str, str | None] = dict(
             conn.execute(sa.text("SELECT entry_id, mlflow_run_id FROM memory_entries")).all()
         )
+    with engine.connect() as conn:
+        unlinked = conn.execute(
+            sa.text(
+                "SELECT COUNT(*) FROM memory_entries WHERE tier <> 'episodic' "
+                "AND mlflow_run_id IS NULL"
+            )
+        ).scalar_one()
+    assert unlinked == 0  # every pattern and rule version, followed rules' included
     for run in runs:  # every version a batch wrote or moved names that batch's run
         listed = run.data.tags["reflexmem.pattern_ids"] + run.data.tags["reflexmem.rule_ids"]
         ids = [i for i in listed.split(",") if i and not i.endswith("...")]

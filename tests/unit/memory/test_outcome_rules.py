@@ -15,6 +15,7 @@ from scipy import stats
 
 from reflexmem.ledger.enums import EntryState, Tier
 from reflexmem.memory.contrast import Moments, contrast, spent_alpha
+from reflexmem.memory.distill import DistillReport
 from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.merge import MergeConfig, distill_merged
 from reflexmem.memory.store import InMemoryStore
@@ -26,7 +27,12 @@ PLANTED = "missing:technicals"
 
 
 def stream(
-    seed: int, n: int, effect: float = 0.0, turn_at: int | None = None, turn_to: float = 0.0
+    seed: int,
+    n: int,
+    effect: float = 0.0,
+    turn_at: int | None = None,
+    turn_to: float = 0.0,
+    reports: list[DistillReport] | None = None,
 ) -> InMemoryStore:
     """N episodes with random conditions; carriers of PLANTED shifted by ``effect`` sd.
 
@@ -54,7 +60,9 @@ def stream(
             )
         )
         if (i + 1) % 10 == 0:
-            distill_merged(store, NS, i - 9, i + 1, cfg)
+            report = distill_merged(store, NS, i - 9, i + 1, cfg)
+            if reports is not None:
+                reports.append(report)
     return store
 
 
@@ -89,6 +97,18 @@ def test_a_planted_condition_becomes_an_active_rule_confirmed_on_later_episodes(
     # Helpful and harmful counts follow every later carrier.
     assert active.wins + active.losses > 0
     assert active.wins > active.losses
+
+
+def test_every_rule_version_is_in_the_report_of_the_window_that_wrote_it() -> None:
+    # What the tracker records (and lineage links to) is what the reports list: a rule
+    # formed, confirmed or rejected, and each later version of an active rule (followed).
+    reports: list[DistillReport] = []
+    store = stream(seed=7, n=1400, effect=-0.6, turn_at=600, turn_to=0.6, reports=reports)
+    listed = {i for r in reports for i in (*r.promoted, *r.confirmed, *r.rejected, *r.followed)}
+    assert {e.id for e in store.entries(NS, (Tier.PROCEDURAL,))} == listed
+    followed = [i for r in reports for i in r.followed]
+    assert followed, "the active rule was carried through later windows"
+    assert all(i.startswith(f"proc:{NS}:{PLANTED}@") for i in followed)
 
 
 def test_null_streams_promote_no_rule_beyond_the_false_discovery_rate() -> None:
