@@ -132,18 +132,23 @@ class MemoryLedger:
         ``step`` defaults to the number of updates credited so far, so the same ledger
         state always gives the same pick; selecting is allowed while frozen.
         """
-        self.ensure_agent(agent_id)
+        policies = {p.name: p for p in self.ensure_agent(agent_id)}
         with self.engine.connect() as conn:
             at = sum(int(r["pulls"]) for r in bandit_rows(conn, agent_id)) if step is None else step
-            return self.select_policy_on(conn, agent_id, at)
+            return self.select_policy_on(conn, agent_id, at, policies)
 
-    def select_policy_on(self, conn: sa.Connection, agent_id: str, step: int) -> RetrievalPolicy:
-        """:meth:`select_policy` at ``step`` on the caller's connection (the agent exists).
+    def select_policy_on(
+        self,
+        conn: sa.Connection,
+        agent_id: str,
+        step: int,
+        policies: Mapping[str, RetrievalPolicy],
+    ) -> RetrievalPolicy:
+        """:meth:`select_policy` at ``step`` on the caller's connection, among ``policies``.
 
         A recall reads its policy, recalls and logs on one connection: each connection
         of a request costs a begin, a rollback or commit, and a pool round trip.
         """
-        policies = {p.name: p for p in policies_on(conn, agent_id)}
         state = bandit_on(conn, agent_id)
         return policies[bandit_fns.select(state, self._rng(agent_id, step))]
 

@@ -70,7 +70,7 @@ def recall(
             ).scalar_one()
         )
         if policy is None:
-            chosen = ledger.select_policy_on(conn, namespace, served)
+            chosen = ledger.select_policy_on(conn, namespace, served, known)
         else:
             chosen = known[policy]
         top = chosen.top_k if k is None else min(k, chosen.top_k)

@@ -5,14 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 import sqlalchemy as sa
 
-from reflexmem.operations.cycle import CycleParams, run_cycle
+from reflexmem.operations.cycle import CycleParams, CycleReport, run_cycle
 from reflexmem.operations.resources import NullTracker
 from reflexmem.operations.runner import DirectRunner
 from tests.support import AS_OF, make_resources, seed_ledger
+
+if TYPE_CHECKING:
+    from adapters.tracking.eval import EvaluationTracker
 
 
 class SummaryTracker(NullTracker):
@@ -23,6 +27,21 @@ class SummaryTracker(NullTracker):
 
     def end_cycle(self, cycle_id: str, status: str, summary: Mapping[str, float]) -> None:
         self.closed.append((status, dict(summary)))
+
+
+def tracked_cycle(
+    engine: sa.Engine, tmp: Path, mlflow_uri: str
+) -> tuple[EvaluationTracker, CycleReport]:
+    """One cycle over 1,200 seeded decisions, tracked in MLflow: the tracker and its report."""
+    from adapters.tracking.eval import EvaluationTracker
+    from tests.support import registry
+
+    tracker = EvaluationTracker(
+        mlflow_uri, ledger_url=str(engine.url), artifact_root=tmp / "artifacts", registry=registry()
+    )
+    res = make_resources(engine, tracker=tracker)
+    seed_ledger(res, tmp, n=1200)
+    return tracker, run_cycle(DirectRunner(res), CycleParams(as_of=AS_OF))
 
 
 def test_pattern_and_rule_counts_match_the_rows_distillation_wrote(
@@ -51,19 +70,9 @@ def test_every_distillation_batch_is_a_run_nested_in_its_cycle_with_its_versions
 ) -> None:
     import mlflow
 
-    from adapters.tracking.eval import EvaluationTracker
     from adapters.tracking.memory import EXPERIMENT, VERSIONS_FILE
-    from tests.support import registry
 
-    tracker = EvaluationTracker(
-        mlflow_uri,
-        ledger_url=str(engine.url),
-        artifact_root=tmp_path / "artifacts",
-        registry=registry(),
-    )
-    res = make_resources(engine, tracker=tracker)
-    seed_ledger(res, tmp_path, n=1200)
-    report = run_cycle(DirectRunner(res), CycleParams(as_of=AS_OF))
+    tracker, report = tracked_cycle(engine, tmp_path, mlflow_uri)
     assert report.cycle is not None
     parent = report.cycle.mlflow_run_id
     batches = [d for d in report.memory.distilled if d.windows]
@@ -97,7 +106,6 @@ def test_every_distillation_batch_is_a_run_nested_in_its_cycle_with_its_versions
         stamped: dict[str, str | None] = dict(
             conn.execute(sa.text("SELECT entry_id, mlflow_run_id FROM memory_entries")).all()
         )
-    with engine.connect() as conn:
         unlinked = conn.execute(
             sa.text(
                 "SELECT COUNT(*) FROM memory_entries WHERE tier <> 'episodic' "
@@ -119,19 +127,9 @@ def test_lineage_reaches_pattern_and_rule_with_the_run_that_made_each(
     import mlflow
 
     from adapters.lineage import Links, pick_decision, trace
-    from adapters.tracking.eval import EvaluationTracker
     from adapters.tracking.memory import EXPERIMENT, VERSIONS_FILE
-    from tests.support import registry
 
-    tracker = EvaluationTracker(
-        mlflow_uri,
-        ledger_url=str(engine.url),
-        artifact_root=tmp_path / "artifacts",
-        registry=registry(),
-    )
-    res = make_resources(engine, tracker=tracker)
-    seed_ledger(res, tmp_path, n=1200)
-    report = run_cycle(DirectRunner(res), CycleParams(as_of=AS_OF))
+    tracker, report = tracked_cycle(engine, tmp_path, mlflow_uri)
     with engine.connect() as conn:
         decision = pick_decision(conn)
         assert decision is not None
