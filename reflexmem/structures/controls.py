@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reflexmem.structures.checks import static_checks
-from reflexmem.structures.evaluate import Evaluation, replay
+from reflexmem.structures.evaluate import AnyEnvironment, Evaluation, replay
 from reflexmem.structures.model import Contract, Edge, Structure
 from reflexmem.structures.mutations import (
     Mutation,
@@ -31,7 +31,6 @@ from reflexmem.structures.mutations import (
 )
 from reflexmem.structures.office_tasks import TaskSets
 from reflexmem.structures.refusals import StructureRefused
-from reflexmem.structures.runtime import Environment
 from reflexmem.structures.search import Candidate, SearchConfig, SearchResult, choose, score
 
 MAX_DRAWS = 200
@@ -121,7 +120,7 @@ class Controls:
 
 
 def run_controls(
-    result: SearchResult, env: Environment, sets: TaskSets, seed: int | None = None
+    result: SearchResult, env: AnyEnvironment, sets: TaskSets, seed: int | None = None
 ) -> Controls:
     """Both controls for a finished search, with the search's budget and floors."""
     cfg: SearchConfig = result.config
@@ -163,7 +162,7 @@ def test_row(name: str, structure: Structure, ev: Evaluation, cfg: SearchConfig)
 def final_test(
     result: SearchResult,
     controls: Controls,
-    env: Environment,
+    env: AnyEnvironment,
     sets: TaskSets,
     winner: Structure | None = None,
 ) -> list[dict[str, Any]]:

@@ -13,6 +13,11 @@ declared here, never fitted to any task set:
   nothing), a broker hop at 0.2, a verification at 0.2, an escalation to review at 5
   (a person or an L3 model has to look), an edge's upkeep at 1 per evaluated set; a
   search's spend is amortised over 10,000 episodes of use.
+- `TRADING` prices the trading environment in basis points of return: the realized
+  return of what proceeded is credited at 10,000 units per unit of return (one unit is
+  one basis point), against 0.05 per check run, 0.1 per module activation, 0.5 per
+  message, 5 per escalation and 1 per stored edge per evaluated set. A role's own
+  decision costs nothing extra: every structure pays it alike.
 """
 
 from __future__ import annotations
@@ -35,10 +40,14 @@ class CostModel:
     verification: float = 0.0
     recovery: float = 0.0
     search_horizon: float = 0.0
+    realized_value: float = 0.0
 
     def to_dict(self) -> dict[str, object]:
-        """Plain form (recorded with every search)."""
-        return {
+        """Plain form (recorded with every search; `realized_value` only where priced)."""
+        extra: dict[str, object] = (
+            {"realized_value": self.realized_value} if self.realized_value else {}
+        )
+        return extra | {
             "name": self.name,
             "stored_edge": self.stored_edge,
             "unneeded_area": self.unneeded_area,
@@ -65,7 +74,18 @@ DEFAULT = CostModel(
     recovery=5.0,
     search_horizon=10_000.0,
 )
-MODELS = {m.name: m for m in (EXPERIMENT_B, DEFAULT)}
+TRADING = CostModel(
+    "trading",
+    stored_edge=1.0,
+    unneeded_area=0.0,
+    inference={"function": 0.05, "skill-module": 0.0, "independent-agent": 0.0},
+    routing=0.1,
+    messaging=0.5,
+    recovery=5.0,
+    search_horizon=10_000.0,
+    realized_value=10_000.0,
+)
+MODELS = {m.name: m for m in (EXPERIMENT_B, DEFAULT, TRADING)}
 
 
 @dataclass(frozen=True)
@@ -81,6 +101,7 @@ class CostCounts:
     messages: int
     verifications: int
     recoveries: int
+    realized: float = 0.0
 
     def to_dict(self) -> dict[str, object]:
         """Plain form."""
@@ -94,7 +115,7 @@ class CostCounts:
             "messages": self.messages,
             "verifications": self.verifications,
             "recoveries": self.recoveries,
-        }
+        } | ({"realized": self.realized} if self.realized else {})
 
 
 def components(model: CostModel, counts: CostCounts, search_spend: float = 0.0) -> dict[str, float]:
@@ -107,7 +128,8 @@ def components(model: CostModel, counts: CostCounts, search_spend: float = 0.0) 
     amortised = 0.0
     if model.search_horizon > 0:
         amortised = search_spend * counts.episodes / model.search_horizon
-    return {
+    outcome = {"outcome": -model.realized_value * counts.realized} if model.realized_value else {}
+    return outcome | {
         "inference": inference + model.context_entry * counts.context_entries,
         "routing": model.routing * counts.activations + model.unneeded_area * counts.unneeded_areas,
         "messaging": model.messaging * counts.messages,

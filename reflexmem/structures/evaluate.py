@@ -1,5 +1,9 @@
 """Replay a structure on a task set: episode results, success per family, cost counts.
 
+An environment that replays a whole task set at once (`BatchEnvironment`, the trading
+environment) is asked to; any other runs each task through the `Runtime`. Both give
+the same episode results, so everything downstream is written once.
+
 This is the one evaluation every stage uses (freezing a parent's records, ranking
 candidates on the selection set, the final test, the controls, experiment B's table
 and the bundle replay), so all of them count and price the same things. Per-family
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -17,6 +22,28 @@ from reflexmem.structures.cost import CostCounts, CostModel, components, total
 from reflexmem.structures.model import Structure
 from reflexmem.structures.refusals import Refusal, RefusalLog
 from reflexmem.structures.runtime import Environment, EpisodeResult, Runtime, Task
+
+
+@runtime_checkable
+class BatchEnvironment(Protocol):
+    """An environment that replays a whole task set itself (vectorised)."""
+
+    name: str
+    verifier_id: str
+
+    def replay_batch(
+        self,
+        structure: Structure,
+        tasks: Sequence[Task],
+        *,
+        skill_versions: Mapping[str, str] | None = None,
+        index_version: str | None = None,
+    ) -> tuple[tuple[EpisodeResult, ...], tuple[Refusal, ...]]:
+        """Episode results in task order, and the refusals raised."""
+        ...
+
+
+AnyEnvironment = Environment | BatchEnvironment
 
 
 @dataclass(frozen=True)
@@ -33,6 +60,11 @@ class Evaluation:
     def solved(self) -> int:
         """Episodes verified as successes."""
         return sum(r.solved for r in self.results)
+
+    @property
+    def value(self) -> float:
+        """What the verifier credited in all (the realized return of what proceeded)."""
+        return float(sum(r.value for r in self.results))
 
     def success_by_family(self) -> dict[str, float]:
         """Task family -> share of its episodes solved."""
@@ -97,18 +129,26 @@ def count(structure: Structure, results: Sequence[EpisodeResult]) -> CostCounts:
         messages=int(sums[3]),
         verifications=int(sums[4]),
         recoveries=int(sums[5]),
+        realized=float(sum(r.value for r in results)),
     )
 
 
 def replay(
     structure: Structure,
-    env: Environment,
+    env: AnyEnvironment,
     tasks: Sequence[Task],
     *,
     skill_versions: Mapping[str, str] | None = None,
     index_version: str | None = None,
 ) -> Evaluation:
     """Run every task under `structure` (its pins unless versions are given)."""
+    if isinstance(env, BatchEnvironment):
+        done, refused = env.replay_batch(
+            structure, tasks, skill_versions=skill_versions, index_version=index_version
+        )
+        return Evaluation(
+            structure.structure_id, structure.fingerprint(), done, count(structure, done), refused
+        )
     log = RefusalLog()
     runtime = Runtime(
         structure, env, skill_versions=skill_versions, index_version=index_version, log=log

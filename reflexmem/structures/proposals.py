@@ -19,6 +19,11 @@ test set), and proposes operator arguments:
   only one of them.
 - recombine: another frozen candidate that solves a task family more often; take the
   modules serving that family from it.
+- explore edges (only when the search asks, as the trading search does): every ordered
+  pair of modules without an edge, the source's outputs as a closed contract, opening
+  on the target's sub-goals. In the trading environment no module ever lacks input, so
+  the evidence above never calls for an edge; whether lending a role's knowledge to
+  another earns its place is settled, like a removal, by the replay itself.
 """
 
 from __future__ import annotations
@@ -170,15 +175,45 @@ def _recombine(
     return out
 
 
+def _explore_edges(s: Structure) -> list[Proposal]:
+    out = []
+    for p in s.modules:
+        outputs = dict(p.outputs)
+        if not outputs:
+            continue
+        for m in s.modules:
+            if m.id == p.id or f"{p.id}->{m.id}" in s.edge_map or not m.handles:
+                continue
+            out.append(
+                Proposal(
+                    "add_edge",
+                    {
+                        "source": p.id,
+                        "target": m.id,
+                        "fields": sorted(outputs),
+                        "contract": f"{p.id}-to-{m.id}-v1",
+                        "all_of": [],
+                        "max_messages": 1,
+                        "contract_fields": outputs,
+                    },
+                    f"explore: {p.id} briefs {m.id} before it decides",
+                )
+            )
+    return out
+
+
 def propose(
     structure: Structure,
     records: Evaluation,
     others: Sequence[tuple[Structure, Evaluation]] = (),
+    *,
+    explore_edges: bool = False,
 ) -> list[Proposal]:
     """Every proposal the generation-set records of `structure` support."""
     return [
         *_edges(structure, records),
         *_add_edges(structure, records),
+        *(_explore_edges(structure) if explore_edges else []),
         *_scopes(structure, records),
         *_modules(structure, records),
         *_recombine(structure, records, others),

@@ -16,11 +16,11 @@ import sqlalchemy as sa
 
 from reflexmem.structures import persist
 from reflexmem.structures.bundle import Bundle, DriftReport, bundle_for, check_bundle, detect_drift
-from reflexmem.structures.evaluate import Evaluation, replay
+from reflexmem.structures.evaluate import AnyEnvironment, Evaluation, replay
 from reflexmem.structures.model import Structure
 from reflexmem.structures.restore import RollbackRefused as RollbackRefused
 from reflexmem.structures.restore import pin_checksums, rollback
-from reflexmem.structures.runtime import Environment, EpisodeResult, Task
+from reflexmem.structures.runtime import EpisodeResult, Task
 
 
 def baseline_of(ev: Evaluation) -> dict[str, list[int]]:
@@ -86,7 +86,7 @@ def _versions(bundle: Bundle) -> dict[str, str]:
 
 
 def run_active(
-    engine: sa.Engine, scope: str, env: Environment, tasks: Sequence[Task]
+    engine: sa.Engine, scope: str, env: AnyEnvironment, tasks: Sequence[Task]
 ) -> tuple[Bundle, list[EpisodeResult]]:
     """Run tasks under the active bundle and record the episodes and any refusals."""
     found = active(engine, scope)
@@ -142,7 +142,7 @@ def quarantine_and_rollback(engine: sa.Engine, scope: str, report: DriftReport) 
 
 
 def replay_recorded(
-    engine: sa.Engine, scope: str, env: Environment, bundle_id: str
+    engine: sa.Engine, scope: str, env: AnyEnvironment, bundle_id: str
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Recorded and replayed signatures of a bundle's episodes.
 

@@ -159,6 +159,8 @@ class EpisodeResult:
     refused_messages: int
     tool_calls: int
     escalated: bool
+    value: float = 0.0
+    """What the verifier credits beyond success (the trading environment's realized return)."""
 
     @property
     def solved(self) -> bool:

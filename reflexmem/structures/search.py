@@ -29,7 +29,7 @@ from typing import Any
 
 from reflexmem.structures.archive import Archive, ArchiveEntry
 from reflexmem.structures.cost import DEFAULT, CostModel
-from reflexmem.structures.evaluate import Evaluation, replay
+from reflexmem.structures.evaluate import AnyEnvironment, Evaluation, replay
 from reflexmem.structures.model import Structure
 from reflexmem.structures.mutations import (
     Mutation,
@@ -42,7 +42,7 @@ from reflexmem.structures.mutations import (
 from reflexmem.structures.office_tasks import TaskSets
 from reflexmem.structures.proposals import propose
 from reflexmem.structures.refusals import Refusal, RefusalLog, StructureRefused
-from reflexmem.structures.runtime import Environment, Task
+from reflexmem.structures.runtime import Task
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,7 @@ class SearchConfig:
     default_floor: float = 1.0
     absolute_floor: float = 0.9
     seed: int = 0
+    explore_edges: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,7 @@ class SearchResult:
         return not same and w.cost + self.amortised_search < p.cost
 
 
-def freeze(structure: Structure, env: Environment, tasks: Sequence[Task]) -> Frozen:
+def freeze(structure: Structure, env: AnyEnvironment, tasks: Sequence[Task]) -> Frozen:
     """Stage 1: replay the parent on the generation set and freeze the records."""
     return Frozen(structure, replay(structure, env, tasks))
 
@@ -207,11 +208,13 @@ def generate(
     others: Sequence[Frozen],
     log: RefusalLog,
     stats: SearchStats | None = None,
+    *,
+    explore_edges: bool = False,
 ) -> list[Mutation]:
     """Stage 2: proposals -> operators -> static checks; refusals go to `log`."""
     pairs = [(o.structure, o.records) for o in others]
     out: list[Mutation] = []
-    for p in propose(frozen.structure, frozen.records, pairs):
+    for p in propose(frozen.structure, frozen.records, pairs, explore_edges=explore_edges):
         if stats is not None:
             stats.generated += 1
         step = Step(p.operator, p.args)
@@ -233,7 +236,7 @@ def score(
     lineage: tuple[Step, ...],
     parent_candidate: str | None,
     generation: int,
-    env: Environment,
+    env: AnyEnvironment,
     tasks: Sequence[Task],
     config: SearchConfig,
     floors: dict[str, float],
@@ -288,7 +291,7 @@ def choose(candidates: Sequence[Candidate]) -> Candidate | None:
 
 
 def run_search(
-    parent: Structure, env: Environment, sets: TaskSets, config: SearchConfig | None = None
+    parent: Structure, env: AnyEnvironment, sets: TaskSets, config: SearchConfig | None = None
 ) -> SearchResult:
     """All stages from a parent structure to a chosen winner and an archive."""
     config = config or SearchConfig()
@@ -312,7 +315,7 @@ def run_search(
         new: list[Candidate] = []
         for c, fz in zip(beam, members, strict=True):
             singles: list[Candidate] = []
-            for m in generate(fz, members, log, stats):
+            for m in generate(fz, members, log, stats, explore_edges=config.explore_edges):
                 fp = m.child.fingerprint()
                 if fp in cache or stats.evaluated >= config.max_evaluations:
                     continue
