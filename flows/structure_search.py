@@ -29,8 +29,8 @@ def structure_search(
     home: str | None = None,
     environment: str = "composite",
     seed: int = 0,
-    cost_model: str = "experiment-b",
-    scope: str = "office",
+    cost_model: str | None = None,
+    scope: str | None = None,
 ) -> dict[str, Any]:
     """Search from the scope's active structure and register the winner if it improved."""
     settings = flow_settings(database_url, tracking_uri, home)

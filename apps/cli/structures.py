@@ -64,10 +64,24 @@ def mutate_cmd(
 
 @structures_app.command("search")
 def search_cmd(
-    environment: Annotated[str, typer.Option(help="composite or independent.")] = "composite",
+    environment: Annotated[
+        str,
+        typer.Option(
+            help="trading (your roles on your settled decisions), or experiment B's "
+            "composite or independent."
+        ),
+    ] = "composite",
+    trading: Annotated[
+        bool, typer.Option("--trading", help="Shorthand for --environment trading.")
+    ] = False,
     seed: Annotated[int, typer.Option(help="Seed of the task sets.")] = 0,
-    cost_model: Annotated[str, typer.Option(help="experiment-b or default.")] = "experiment-b",
-    scope: Annotated[str, typer.Option(help="Bundle scope.")] = "office",
+    cost_model: Annotated[
+        str | None,
+        typer.Option(help="experiment-b, default or trading (default: by environment)."),
+    ] = None,
+    scope: Annotated[
+        str | None, typer.Option(help="Bundle scope (default: trading or office).")
+    ] = None,
     flow: Annotated[bool, typer.Option("--flow/--direct", help="Run as a Prefect flow.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
@@ -76,6 +90,8 @@ def search_cmd(
     from reflexmem.operations.runner import DirectRunner
     from reflexmem.operations.structures import SearchParams, run_structure_search
 
+    if trading:
+        environment = "trading"
     res = open_resources()  # exit 2 on an unmigrated ledger
     if flow:
         from flows.structure_search import structure_search

@@ -82,6 +82,7 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(structures.search_structures, "structures: the selection loop from the active one", 0),
     Stage(structures.control_and_test, "structures: both controls, then the final test", 0),
+    Stage(structures.weigh_edges, "structures: each edge of the chosen one on the final test", 0),
     Stage(structures.store_search, "structures: the search, its archive, the winner version", 1),
     Stage(structures.register_winner, "structures: the winner in the MLflow registry", 1),
     Stage(structures.activate_winner, "structures: the winner becomes the active bundle", 1),

@@ -25,13 +25,35 @@ from reflexmem.structures import operations as ops
 from reflexmem.structures import persist, rollout
 from reflexmem.structures.controls import Controls, final_test, run_controls
 from reflexmem.structures.cost import MODELS
-from reflexmem.structures.evaluate import replay
+from reflexmem.structures.evaluate import AnyEnvironment, replay
 from reflexmem.structures.experiment_b import candidates
-from reflexmem.structures.office_tasks import office_setup
+from reflexmem.structures.model import Structure
+from reflexmem.structures.office_tasks import TaskSets, office_setup
 from reflexmem.structures.report import dataset_rows, evaluation_data, metrics
 from reflexmem.structures.search import SearchConfig, SearchResult, rebuild_winner, run_search
+from reflexmem.structures.trading_ledger import trading_setup
+from reflexmem.structures.trading_search import edge_evidence, verdict
 
 FinalTest = list[dict[str, Any]]
+TRADING = "trading"
+"""The environment of the user's own roles (`structures.trading`); the others are
+experiment B's office environments."""
+
+
+def _setup(res: Resources, environment: str, seed: int) -> tuple[AnyEnvironment, TaskSets]:
+    """The environment and its task sets: from the ledger for trading, else from the seed."""
+    if environment == TRADING:
+        with res.engine.connect() as conn:
+            env, sets, _ = trading_setup(conn, res.registry)
+        return env, sets
+    return office_setup(environment, seed)
+
+
+def _root(res: Resources, environment: str, seed: int) -> Structure:
+    if environment == TRADING:
+        with res.engine.connect() as conn:
+            return trading_setup(conn, res.registry)[2]
+    return candidates()["all_shared"]
 
 
 @dataclass(frozen=True)
@@ -40,8 +62,18 @@ class SearchParams:
 
     environment: str = "composite"
     seed: int = 0
-    cost_model: str = "experiment-b"
-    scope: str = ops.DEFAULT_SCOPE
+    cost_model: str | None = None
+    scope: str | None = None
+
+    @property
+    def model(self) -> str:
+        """The cost model: as given, else `trading` for trading and `experiment-b` otherwise."""
+        return self.cost_model or (TRADING if self.environment == TRADING else "experiment-b")
+
+    @property
+    def bundle_scope(self) -> str:
+        """The bundle scope: as given, else the environment's (`trading` or `office`)."""
+        return self.scope or (TRADING if self.environment == TRADING else ops.DEFAULT_SCOPE)
 
 
 @dataclass(frozen=True)
@@ -54,9 +86,13 @@ class StructureSearch:
 
 
 def prepare_structures(res: Resources, environment: str, seed: int, scope: str) -> str:
-    """Make sure the scope has an active structure (all-shared the first time); its ID."""
-    env, sets = office_setup(environment, seed)
-    root = candidates()["all_shared"]
+    """Make sure the scope has an active structure; its ID.
+
+    The first time: experiment B's all-shared structure, or for trading the roles
+    isolated (today's behaviour).
+    """
+    env, sets = _setup(res, environment, seed)
+    root = _root(res, environment, seed)
     baseline = replay(root, env, sets.selection)
     parent = ops.ensure_root(res.engine, scope, root, baseline, valid_at=clock(res, None))
     with res.engine.connect() as conn:
@@ -70,11 +106,13 @@ def search_structures(
     res: Resources, environment: str, seed: int, cost_model: str, scope: str
 ) -> SearchResult:
     """Freeze the active structure and run the selection loop from it."""
-    env, sets = office_setup(environment, seed)
+    env, sets = _setup(res, environment, seed)
     found = rollout.active(res.engine, scope)
     if found is None:
         raise KeyError(f"scope {scope!r} has no active structure; run prepare first")
-    config = SearchConfig(cost_model=MODELS[cost_model], seed=seed)
+    config = SearchConfig(
+        cost_model=MODELS[cost_model], seed=seed, explore_edges=environment == TRADING
+    )
     return run_search(found[1], env, sets, config)
 
 
@@ -82,10 +120,25 @@ def control_and_test(
     res: Resources, result: SearchResult, environment: str, seed: int
 ) -> tuple[Controls, FinalTest]:
     """The two controls, then the final test of the version the selection chose."""
-    env, sets = office_setup(environment, seed)
+    env, sets = _setup(res, environment, seed)
     winner = rebuild_winner(result).child if result.improved else result.winner.structure
     controls = run_controls(result, env, sets)
     return controls, final_test(result, controls, env, sets, winner)
+
+
+def weigh_edges(
+    res: Resources, result: SearchResult, environment: str, seed: int
+) -> dict[str, Any] | None:
+    """Trading only: whether each edge of the chosen structure earns its place.
+
+    On the final-test decisions, with an interval (`trading_search.edge_evidence`).
+    """
+    if environment != TRADING:
+        return None
+    env, sets = _setup(res, environment, seed)
+    winner = rebuild_winner(result).child if result.improved else result.winner.structure
+    rows = edge_evidence(winner, env, sets.test, result.config.cost_model)  # type: ignore[arg-type]
+    return {"edges": rows, "verdict": verdict(rows), "final_test_decisions": len(sets.test)}
 
 
 def store_search(
@@ -119,7 +172,7 @@ def register_winner(
     """Register the new version (aliases `current-<family>`, `current`); where it went."""
     if not row["registered"]:
         return None
-    _, sets = office_setup(environment, seed)
+    _, sets = _setup(res, environment, seed)
     reg = res.structure_tracker.register(
         res.engine,
         row["winner_id"],
@@ -173,25 +226,30 @@ def run_structure_search(
 ) -> StructureSearch:
     """Every stage in order, through `runner`: what the `structure_search` flow runs."""
     p = params or SearchParams()
-    runner.run(prepare_structures, environment=p.environment, seed=p.seed, scope=p.scope)
+    scope = p.bundle_scope
+    runner.run(prepare_structures, environment=p.environment, seed=p.seed, scope=scope)
     result = runner.run(
         search_structures,
         environment=p.environment,
         seed=p.seed,
-        cost_model=p.cost_model,
-        scope=p.scope,
+        cost_model=p.model,
+        scope=scope,
     )
     controls, rows = runner.run(
         control_and_test, result=result, environment=p.environment, seed=p.seed
     )
+    edges = runner.run(weigh_edges, result=result, environment=p.environment, seed=p.seed)
     row = runner.run(
         store_search, result=result, environment=p.environment, controls=controls, rows=rows
     )
     version = runner.run(
         register_winner, row=row, result=result, rows=rows, environment=p.environment, seed=p.seed
     )
-    bundle = runner.run(activate_winner, row=row, result=result, scope=p.scope)
-    return StructureSearch(result, rows, summary(row, result, rows, mlflow=version, bundle=bundle))
+    bundle = runner.run(activate_winner, row=row, result=result, scope=scope)
+    extra = {"mlflow": version, "bundle": bundle, "environment": p.environment, "scope": scope}
+    if edges is not None:
+        extra["edge_evidence"] = edges
+    return StructureSearch(result, rows, summary(row, result, rows, **extra))
 
 
 def show_structures(res: Resources, scope: str = ops.DEFAULT_SCOPE) -> dict[str, Any]:
