@@ -28,7 +28,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from adapters.lineage_learned import memory_steps, reflex_steps
+from adapters.lineage_learned import memory_steps, ran_under_steps, reflex_steps
 from adapters.lineage_step import Step
 from adapters.lineage_step import rows as _rows
 from adapters.tracking.context import run_url
@@ -251,6 +251,7 @@ def trace(
         keys += [case_id, *([episode_id] if episode_id else [])]
         steps += [links.linked(s) for s in memory_steps(conn, case_id, clocks)]
     steps += reflex_steps(conn, keys, links.ui_base, clocks)
+    steps += ran_under_steps(conn, decision_id, links.ui_base, clocks)
     return Lineage(decision_id, tuple(steps), clocks)
 
 

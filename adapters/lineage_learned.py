@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from adapters.lineage_step import Step, json_value, rows
 from adapters.tracking.context import model_version_url
-from reflexmem.ledger.structure_models import StructureBundle
+from reflexmem.ledger.structure_models import DecisionStructure, StructureBundle
 from reflexmem.recall.clocks import (
     Clocks,
     as_times,
@@ -158,4 +158,46 @@ def reflex_steps(
             model, mv = b["mlflow_model"], b["mlflow_version"]
             url = model_version_url(ui_base, model, mv) if model and mv else None
             steps.append(Step("structure", b["structure_id"], None, url, b, times))
+    return steps
+
+
+def ran_under_steps(
+    conn: sa.Connection, decision_id: str, ui_base: str, clocks: Clocks
+) -> list[Step]:
+    """The trading bundle the decision's pre-decision check ran under, if any.
+
+    Its structure version with its MLflow registered model version, and the skill and
+    index versions it pinned; valid and recorded at the check's clock.
+    """
+    ds = cast(sa.Table, DecisionStructure.__table__)
+    query = (
+        sa.select(
+            ds.c.bundle_id,
+            ds.c.structure_id,
+            ds.c.checked_at,
+            sb.c.scope,
+            sb.c.skill_versions,
+            sb.c.index_version,
+            stv.c.mlflow_model,
+            stv.c.mlflow_version,
+        )
+        .select_from(
+            ds.join(sb, sb.c.bundle_id == ds.c.bundle_id).join(
+                stv, stv.c.structure_id == ds.c.structure_id
+            )
+        )
+        .where(ds.c.decision_id == decision_id)
+    )
+    steps = []
+    for row in conn.execute(query).mappings():
+        b = dict(row)
+        at = b.pop("checked_at")
+        times = as_times(at, at)
+        if not clocks.admits(times):
+            continue
+        b["skill_versions"] = json_value(b["skill_versions"])
+        b["ran_under"] = True
+        model, mv = b["mlflow_model"], b["mlflow_version"]
+        url = model_version_url(ui_base, model, mv) if model and mv else None
+        steps.append(Step("structure", b.pop("structure_id"), None, url, b, times))
     return steps

@@ -169,3 +169,20 @@ class StructureEvent(Base):
     reason: Mapped[str] = mapped_column(sa.Text, default="")
     detail: Mapped[Any | None] = mapped_column(sa.JSON)
     created_at: Mapped[datetime]
+
+
+class DecisionStructure(Base):
+    """The bundle a decision's pre-decision check ran under (structure, skill and index pins).
+
+    Written by the check stage for every decision it judges while the `trading` scope
+    has an active bundle; `reflexmem lineage` shows it as the decision's `structure` step.
+    """
+
+    __tablename__ = "decision_structures"
+
+    decision_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("trading_decisions.decision_id", ondelete="CASCADE"), primary_key=True
+    )
+    bundle_id: Mapped[str] = mapped_column(sa.ForeignKey("structure_bundles.bundle_id"), index=True)
+    structure_id: Mapped[str] = mapped_column(SID)
+    checked_at: Mapped[datetime]

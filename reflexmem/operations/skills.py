@@ -60,6 +60,7 @@ from reflexmem.reflex.trading import (
     read_episodes,
 )
 from reflexmem.reflex.versions import VersionInfo
+from reflexmem.structures import rollout, trading_gate
 
 ACTOR = "reflex-cycle"
 CHECK_CHUNK = 50_000
@@ -230,12 +231,22 @@ def check_decisions(res: Resources, as_of: datetime | None = None) -> CheckRepor
             return CheckReport(as_of=now, after=after)
         snapshot = load_snapshot(conn, task_family=TRADE_FAMILY, now=now)
         decisions = read_decisions(conn, res.registry, after=after, through=now)
+    under = rollout.active(res.engine, trading_gate.SCOPE)
+    pins = trading_gate.bundle_pins(*under) if under else {}
+    if under:
+        snapshot = trading_gate.pinned_snapshot(snapshot, pins)
     by_status: dict[str, int] = {}
     by_skill: dict[str, int] = {}
     written = 0
     with res.engine.begin() as conn:
         for start in range(0, decisions.height, CHECK_CHUNK):
-            rows = check_frame(snapshot, decisions.slice(start, CHECK_CHUNK), res.registry)
+            chunk = decisions.slice(start, CHECK_CHUNK)
+            rows = check_frame(snapshot, chunk, res.registry)
+            if under:
+                lent = trading_gate.lent_rows(snapshot, under[1], pins, chunk, res.registry)
+                rows = rows if lent is None else pl.concat([rows, lent], how="vertical_relaxed")
+                ran = trading_gate.ran_under(under[0], under[1], chunk, now)
+                bulk_insert(conn, "decision_structures", ran)
             written += bulk_insert(conn, "episodes", rows.drop("checked"))
             for key, n in rows.group_by("status").len().iter_rows():
                 by_status[str(key)] = by_status.get(str(key), 0) + int(n)

@@ -79,6 +79,28 @@ def skill_role(skill: PinnedSkill) -> str | None:
     return None if owner is None else str(owner)
 
 
+def applied_checks(
+    s: Structure, goal: str, versions: Mapping[str, str] | None = None
+) -> tuple[list[str], dict[str, list[str]]]:
+    """The versions a decision of sub-goal `goal` goes through under `s`.
+
+    (the handling module's pinned versions, edge ID -> the versions its source lends);
+    empty when no module handles the goal. The replay and the production gate
+    (`trading_gate`) both read this, so a structure means the same in both.
+    """
+    pins = dict(versions or s.pins.versions)
+    mid = s.handler_of.get(goal)
+    if mid is None:
+        return [], {}
+    own = [pins[k] for k in s.module_map[mid].skills]
+    lent = {
+        e.id: [pins[k] for k in s.module_map[e.source].skills]
+        for e in s.edges
+        if e.target == mid and e.trigger.fires((goal,)) and SHARED_FIELD in e.fields
+    }
+    return own, lent
+
+
 @dataclass(frozen=True)
 class CheckMask:
     """What one check version says about every decision of the table."""
@@ -208,12 +230,9 @@ class TradingEnvironment:
         module = s.module_map[mid]
         edges = [e for e in s.edges if e.target == mid and e.trigger.fires((goal,))]
         sources = [s.module_map[e.source] for e in edges]
-        own = [versions[k] for k in module.skills if versions[k] in self.masks]
-        lent = {
-            e.id: [versions[k] for k in src.skills if versions[k] in self.masks]
-            for e, src in zip(edges, sources, strict=True)
-            if SHARED_FIELD in e.fields
-        }
+        mine, lends = applied_checks(s, goal, versions)
+        own = [k for k in mine if k in self.masks]
+        lent = {eid: [k for k in keys if k in self.masks] for eid, keys in lends.items()}
         n = len(rows)
         own_stop, esc = np.zeros(n, bool), np.zeros(n, bool)
         for key in own:
