@@ -16,7 +16,6 @@ import hashlib
 import polars as pl
 import sqlalchemy as sa
 
-from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.reflex.lifecycle import USABLE_STATES
 from reflexmem.reflex.snapshot import PinnedSkill, load_snapshot
 from reflexmem.reflex.trading import TRADE_ENVIRONMENT, TRADE_FAMILY, judged_frame, read_episodes
@@ -39,9 +38,7 @@ def usable_checks(conn: sa.Connection) -> list[PinnedSkill]:
     return [
         s
         for s in snapshot.skills
-        if s.state in USABLE_STATES
-        and s.state is not SkillState.QUARANTINED
-        and s.spec.environment_version == TRADE_ENVIRONMENT
+        if s.state in USABLE_STATES and s.spec.environment_version == TRADE_ENVIRONMENT
     ]
 
 
