@@ -40,20 +40,25 @@ TRADING = "trading"
 experiment B's office environments."""
 
 
+def _setup_with_root(
+    res: Resources, environment: str, seed: int
+) -> tuple[AnyEnvironment, TaskSets, Structure]:
+    """The environment, its task sets and the root a scope starts from.
+
+    From the ledger for trading (the roles isolated), else from the seed (experiment
+    B's all-shared structure).
+    """
+    if environment == TRADING:
+        with res.engine.connect() as conn:
+            return trading_setup(conn, res.registry)
+    env, sets = office_setup(environment, seed)
+    return env, sets, candidates()["all_shared"]
+
+
 def _setup(res: Resources, environment: str, seed: int) -> tuple[AnyEnvironment, TaskSets]:
-    """The environment and its task sets: from the ledger for trading, else from the seed."""
-    if environment == TRADING:
-        with res.engine.connect() as conn:
-            env, sets, _ = trading_setup(conn, res.registry)
-        return env, sets
-    return office_setup(environment, seed)
-
-
-def _root(res: Resources, environment: str, seed: int) -> Structure:
-    if environment == TRADING:
-        with res.engine.connect() as conn:
-            return trading_setup(conn, res.registry)[2]
-    return candidates()["all_shared"]
+    """The environment and its task sets."""
+    env, sets, _ = _setup_with_root(res, environment, seed)
+    return env, sets
 
 
 @dataclass(frozen=True)
@@ -91,8 +96,7 @@ def prepare_structures(res: Resources, environment: str, seed: int, scope: str) 
     The first time: experiment B's all-shared structure, or for trading the roles
     isolated (today's behaviour).
     """
-    env, sets = _setup(res, environment, seed)
-    root = _root(res, environment, seed)
+    env, sets, root = _setup_with_root(res, environment, seed)
     baseline = replay(root, env, sets.selection)
     parent = ops.ensure_root(res.engine, scope, root, baseline, valid_at=clock(res, None))
     with res.engine.connect() as conn:
@@ -135,9 +139,10 @@ def weigh_edges(
     """
     if environment != TRADING:
         return None
-    env, sets = _setup(res, environment, seed)
+    with res.engine.connect() as conn:
+        env, sets, _ = trading_setup(conn, res.registry)
     winner = rebuild_winner(result).child if result.improved else result.winner.structure
-    rows = edge_evidence(winner, env, sets.test, result.config.cost_model)  # type: ignore[arg-type]
+    rows = edge_evidence(winner, env, sets.test, result.config.cost_model)
     return {"edges": rows, "verdict": verdict(rows), "final_test_decisions": len(sets.test)}
 
 

@@ -99,7 +99,12 @@ class Evaluation:
 
 
 def count(structure: Structure, results: Sequence[EpisodeResult]) -> CostCounts:
-    """The cost counters of a set of episode results."""
+    """The cost counters of a set of episode results under `structure` (its stored edges)."""
+    return count_episodes(results, stored_edges=len(structure.edges))
+
+
+def count_episodes(results: Sequence[EpisodeResult], stored_edges: int = 0) -> CostCounts:
+    """The cost counters of episode results alone (one episode: what it cost by itself)."""
     runs: dict[str, int] = {}
     for r in results:
         for rt, n in r.runs:
@@ -121,7 +126,7 @@ def count(structure: Structure, results: Sequence[EpisodeResult]) -> CostCounts:
     sums = arr.sum(axis=0)
     return CostCounts(
         episodes=len(results),
-        stored_edges=len(structure.edges),
+        stored_edges=stored_edges,
         unneeded_areas=int(sums[0]),
         runs=runs,
         context_entries=int(sums[1]),

@@ -22,8 +22,8 @@ import numpy as np
 from scipy import special
 
 from reflexmem.reflex.snapshot import PinnedSkill
-from reflexmem.structures.cost import CostModel
-from reflexmem.structures.evaluate import Evaluation, replay
+from reflexmem.structures.cost import CostModel, total
+from reflexmem.structures.evaluate import Evaluation, count_episodes, replay
 from reflexmem.structures.model import (
     Lifecycle,
     Limits,
@@ -34,7 +34,7 @@ from reflexmem.structures.model import (
 )
 from reflexmem.structures.office_tasks import TaskSets
 from reflexmem.structures.operators import delete_edge
-from reflexmem.structures.runtime import EpisodeResult, Task
+from reflexmem.structures.runtime import Task
 from reflexmem.structures.trading import (
     SHARED_FIELD,
     TRUTH_NAMESPACE,
@@ -127,28 +127,14 @@ def time_sets(env: TradingEnvironment, fractions: tuple[float, float] = FRACTION
     return TaskSets(gen, sel, test)
 
 
-def episode_costs(model: CostModel, results: Sequence[EpisodeResult]) -> np.ndarray:
-    """What each episode cost under `model` (per-set upkeep left out)."""
-    out = np.empty(len(results))
-    for i, r in enumerate(results):
-        runs = sum(model.inference.get(rt, 0.0) * n for rt, n in r.runs)
-        out[i] = (
-            runs
-            + model.context_entry * r.context_entries
-            + model.routing * len(r.activated)
-            + model.unneeded_area * r.unneeded_areas
-            + model.messaging * len(r.messages)
-            + model.verification * len(r.verdicts)
-            + model.recovery * int(r.escalated)
-        )
-    return out
-
-
 def net_values(model: CostModel, ev: Evaluation) -> np.ndarray:
-    """Per episode: realized value in cost units minus the episode's cost."""
-    value = np.array([r.value for r in ev.results]) * model.realized_value
-    net: np.ndarray = value - episode_costs(model, ev.results)
-    return net
+    """Per episode: its realized value net of what it cost, in the model's units.
+
+    The negated total of the episode's own counters under the model's one pricing
+    (`cost.total`, whose `outcome` component credits the realized return); per-set
+    upkeep is left out.
+    """
+    return -np.array([total(model, count_episodes((r,))) for r in ev.results], dtype=float)
 
 
 def paired(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
