@@ -19,7 +19,7 @@ from typing import Any
 
 from reflexmem.operations.resources import Resources
 from reflexmem.operations.runner import StageRunner
-from reflexmem.structures import restore, rollout
+from reflexmem.structures import restore, rollout, trading_drift, trading_gate
 from reflexmem.structures.bundle import Bundle, DriftReport
 
 
@@ -80,6 +80,13 @@ def _mover(res: Resources) -> restore.BeforeCommit:
     return move
 
 
+def _recent_of(res: Resources, scope: str) -> rollout.RecentOf | None:
+    """How a scope's bundle is judged: trading on realized outcomes, the others on episodes."""
+    if scope != trading_gate.SCOPE:
+        return None
+    return lambda conn, bundle_id: trading_drift.recent_wins(conn, res.registry, bundle_id)
+
+
 def _rolled(drift: DriftReport | None, done: restore.Restored) -> ScopeAudit:
     return ScopeAudit(
         done.scope,
@@ -99,7 +106,7 @@ def _audit_scope(res: Resources, scope: str, apply: bool) -> ScopeAudit:
     if found is None:
         return ScopeAudit(scope, skipped="no active bundle")
     bid = found[0].bundle_id
-    report = rollout.check_drift(res.engine, scope)
+    report = rollout.check_drift(res.engine, scope, _recent_of(res, scope))
     if not report.drifted:
         return ScopeAudit(scope, active=bid, drift=report.to_dict())
     try:
@@ -147,7 +154,7 @@ def rollback_structure(res: Resources, scope: str, to: str | None = None) -> Sco
     found = rollout.active(res.engine, scope)
     if found is None:
         raise restore.UnknownScope(f"scope {scope!r} has no active bundle")
-    drift = rollout.check_drift(res.engine, scope)
+    drift = rollout.check_drift(res.engine, scope, _recent_of(res, scope))
     done = restore.rollback(res.engine, scope, to=to, before_commit=_mover(res))
     return _rolled(drift, done)
 

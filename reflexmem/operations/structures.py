@@ -25,12 +25,13 @@ from reflexmem.structures import operations as ops
 from reflexmem.structures import persist, rollout
 from reflexmem.structures.controls import Controls, final_test, run_controls
 from reflexmem.structures.cost import MODELS
-from reflexmem.structures.evaluate import AnyEnvironment, replay
+from reflexmem.structures.evaluate import AnyEnvironment, Evaluation, replay
 from reflexmem.structures.experiment_b import candidates
 from reflexmem.structures.model import Structure
 from reflexmem.structures.office_tasks import TaskSets, office_setup
 from reflexmem.structures.report import dataset_rows, evaluation_data, metrics
 from reflexmem.structures.search import SearchConfig, SearchResult, rebuild_winner, run_search
+from reflexmem.structures.trading_drift import win_baseline
 from reflexmem.structures.trading_ledger import trading_setup
 from reflexmem.structures.trading_search import edge_evidence, verdict
 
@@ -97,8 +98,8 @@ def prepare_structures(res: Resources, environment: str, seed: int, scope: str) 
     isolated (today's behaviour).
     """
     env, sets, root = _setup_with_root(res, environment, seed)
-    baseline = replay(root, env, sets.selection)
-    parent = ops.ensure_root(res.engine, scope, root, baseline, valid_at=clock(res, None))
+    counts = drift_baseline(environment, replay(root, env, sets.selection))
+    parent = ops.ensure_root(res.engine, scope, root, valid_at=clock(res, None), counts=counts)
     with res.engine.connect() as conn:
         stored = persist.get_version(conn, parent.structure_id)
     if stored is not None and stored.mlflow_version is None:
@@ -195,13 +196,23 @@ def register_winner(
     return None if reg is None else dict(reg)
 
 
+def drift_baseline(environment: str, ev: Evaluation) -> dict[str, list[int]]:
+    """What a bundle's drift test holds it to, per family.
+
+    For trading the wins of the decisions that proceeded (`trading_drift`), otherwise
+    the tasks solved.
+    """
+    return win_baseline(ev) if environment == TRADING else rollout.baseline_of(ev)
+
+
 def activate_winner(
-    res: Resources, row: dict[str, Any], result: SearchResult, scope: str
+    res: Resources, row: dict[str, Any], result: SearchResult, scope: str, environment: str
 ) -> str | None:
     """Make the registered winner the scope's active bundle; its bundle ID."""
     if not row["registered"]:
         return None
-    bundle = rollout.activate(res.engine, scope, row["winner_id"], result.winner.evaluation)
+    counts = drift_baseline(environment, result.winner.evaluation)
+    bundle = rollout.activate(res.engine, scope, row["winner_id"], counts=counts)
     return bundle.bundle_id
 
 
@@ -250,7 +261,9 @@ def run_structure_search(
     version = runner.run(
         register_winner, row=row, result=result, rows=rows, environment=p.environment, seed=p.seed
     )
-    bundle = runner.run(activate_winner, row=row, result=result, scope=scope)
+    bundle = runner.run(
+        activate_winner, row=row, result=result, scope=scope, environment=p.environment
+    )
     extra = {"mlflow": version, "bundle": bundle, "environment": p.environment, "scope": scope}
     if edges is not None:
         extra["edge_evidence"] = edges

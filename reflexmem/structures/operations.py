@@ -9,7 +9,7 @@ states and the version lifecycles move together or not at all.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -53,13 +53,17 @@ def ensure_root(
     root: Structure,
     baseline: Evaluation | None = None,
     valid_at: datetime | None = None,
+    counts: Mapping[str, list[int]] | None = None,
 ) -> Structure:
-    """The scope's active structure; the first time, `root` is stored and activated."""
+    """The scope's active structure; the first time, `root` is stored and activated.
+
+    Its drift baseline: `counts`, else `baseline`'s success per family.
+    """
     found = rollout.active(engine, scope)
     if found is not None:
         return found[1]
     register_root(engine, root, valid_at)
-    rollout.activate(engine, scope, root.structure_id, baseline)
+    rollout.activate(engine, scope, root.structure_id, baseline, counts)
     return root
 
 

@@ -9,7 +9,7 @@ rollback it must reproduce what was recorded before the change.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -34,16 +34,26 @@ def baseline_of(ev: Evaluation) -> dict[str, list[int]]:
 
 
 def activate(
-    engine: sa.Engine, scope: str, structure_id: str, baseline: Evaluation | None = None
+    engine: sa.Engine,
+    scope: str,
+    structure_id: str,
+    baseline: Evaluation | None = None,
+    counts: Mapping[str, list[int]] | None = None,
 ) -> Bundle:
-    """Make a stored version the scope's active bundle (one transaction)."""
+    """Make a stored version the scope's active bundle (one transaction).
+
+    Its drift baseline is `counts` ([successes, episodes] per family) when given, else
+    the success per family of `baseline` (`baseline_of`).
+    """
+    if counts is None and baseline is not None:
+        counts = baseline_of(baseline)
     with engine.begin() as conn:
         stored = persist.get_version(conn, structure_id)
         if stored is None:
             raise KeyError(f"no structure version {structure_id!r}")
         bundle = bundle_for(stored.structure, scope)
         check_bundle(bundle, stored.structure)
-        persist.save_bundle(conn, bundle, None if baseline is None else baseline_of(baseline))
+        persist.save_bundle(conn, bundle, None if counts is None else dict(counts))
         previous = persist.active_bundle_id(conn, scope)
         if previous == bundle.bundle_id:
             return bundle
@@ -106,20 +116,33 @@ def run_active(
     return bundle, list(ev.results)
 
 
-def check_drift(engine: sa.Engine, scope: str) -> DriftReport:
-    """Drift of the active bundle: its recorded episodes against its baseline."""
+RecentOf = Callable[[sa.Connection, str], Mapping[str, tuple[int, int]]]
+"""(connection, bundle ID) -> (successes, episodes) per family since it was activated."""
+
+
+def recorded_episodes(conn: sa.Connection, bundle_id: str) -> dict[str, tuple[int, int]]:
+    """Per family (successes, episodes) of the bundle's recorded episodes (`run_active`)."""
     ep = persist.EP
+    stmt = (
+        sa.select(ep.c.family, sa.func.sum(sa.cast(ep.c.success, sa.Integer)), sa.func.count())
+        .where(ep.c.bundle_id == bundle_id)
+        .group_by(ep.c.family)
+    )
+    return {f: (int(s or 0), int(n)) for f, s, n in conn.execute(stmt)}
+
+
+def check_drift(engine: sa.Engine, scope: str, recent_of: RecentOf | None = None) -> DriftReport:
+    """Drift of the active bundle: what it did since activation against its baseline.
+
+    By default what it did is its recorded episodes; a trading bundle is judged on the
+    outcomes of the decisions that ran under it (`trading_drift.recent_wins`).
+    """
     with engine.connect() as conn:
         bid = persist.active_bundle_id(conn, scope)
         row = persist.bundle_row(conn, bid) if bid else None
         if row is None:
             raise KeyError(f"scope {scope!r} has no active bundle")
-        stmt = (
-            sa.select(ep.c.family, sa.func.sum(sa.cast(ep.c.success, sa.Integer)), sa.func.count())
-            .where(ep.c.bundle_id == bid)
-            .group_by(ep.c.family)
-        )
-        recent = {f: (int(s or 0), int(n)) for f, s, n in conn.execute(stmt)}
+        recent = (recent_of or recorded_episodes)(conn, row["bundle_id"])
     baseline = {f: (int(v[0]), int(v[1])) for f, v in (row["baseline"] or {}).items()}
     return detect_drift(baseline, recent)
 
