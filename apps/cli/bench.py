@@ -226,12 +226,45 @@ def bench_reflection_cmd(
 def bench_structures_cmd(
     seed: Annotated[int, typer.Option(help="Seed of the task sets and the random floor.")] = 0,
     modules: Annotated[int, typer.Option(help="Modules of the synthetic structure.")] = 20,
+    trading: Annotated[
+        bool,
+        typer.Option(
+            "--trading", help="The search on four roles' decisions, beside every single edge."
+        ),
+    ] = False,
+    decisions: Annotated[
+        list[int] | None,
+        typer.Option(help="Decisions in the trading stream (repeat; default 1000 and 10000)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Selection loop on experiment B and a synthetic structure, beside its floors."""
-    from apps.bench.structures import run_bench
+    """Selection loop on experiment B and a synthetic structure, beside its floors.
 
-    emit(run_bench(seed=seed, modules=modules), as_json)
+    With `--trading`, the production trading search (search, controls, final test,
+    edge evidence) on a synthetic stream of the registry's roles with one planted
+    cross-role effect, beside the exhaustive single-edge floor, for each `--decisions`.
+    """
+    if not trading:
+        if decisions:
+            err.print("--decisions needs --trading")
+            raise typer.Exit(2)
+        from apps.bench.structures import run_bench
+
+        emit(run_bench(seed=seed, modules=modules), as_json)
+        return
+    from apps.bench.structures_trading import DECISIONS
+    from apps.bench.structures_trading import run_bench as run_trading
+
+    sizes = tuple(decisions or DECISIONS)
+    if min(sizes) < 1:
+        err.print("--decisions must be positive")
+        raise typer.Exit(2)
+    try:
+        result = run_trading(sizes, seed=seed)
+    except ValueError as exc:
+        err.print(f"[red]bench structures --trading:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    emit(result, as_json)
 
 
 @bench_app.command("cycle")

@@ -30,10 +30,11 @@ from reflexmem.structures.experiment_b import candidates
 from reflexmem.structures.model import Structure
 from reflexmem.structures.office_tasks import TaskSets, office_setup
 from reflexmem.structures.report import dataset_rows, evaluation_data, metrics
-from reflexmem.structures.search import SearchConfig, SearchResult, rebuild_winner, run_search
+from reflexmem.structures.search import SearchConfig, SearchResult, run_search
 from reflexmem.structures.trading_drift import win_baseline
 from reflexmem.structures.trading_ledger import trading_setup
 from reflexmem.structures.trading_search import edge_evidence, verdict
+from reflexmem.structures.winner import rebuild_winner
 
 FinalTest = list[dict[str, Any]]
 TRADING = "trading"

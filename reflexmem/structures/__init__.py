@@ -26,7 +26,8 @@ from reflexmem.structures.mutations import (
 from reflexmem.structures.refusals import IsolationRefused, Refusal, RefusalKind, StructureRefused
 from reflexmem.structures.runtime import EpisodeResult, Runtime, Task
 from reflexmem.structures.schema import load_packaged, load_structure, parse_structure
-from reflexmem.structures.search import SearchConfig, SearchResult, rebuild_winner, run_search
+from reflexmem.structures.search import SearchConfig, SearchResult, run_search
+from reflexmem.structures.winner import rebuild_winner
 
 __all__ = [
     "DEFAULT",

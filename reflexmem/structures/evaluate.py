@@ -103,13 +103,20 @@ def count(structure: Structure, results: Sequence[EpisodeResult]) -> CostCounts:
     return count_episodes(results, stored_edges=len(structure.edges))
 
 
-def count_episodes(results: Sequence[EpisodeResult], stored_edges: int = 0) -> CostCounts:
-    """The cost counters of episode results alone (one episode: what it cost by itself)."""
-    runs: dict[str, int] = {}
-    for r in results:
-        for rt, n in r.runs:
-            runs[rt] = runs.get(rt, 0) + n
-    arr = np.array(
+COUNTERS = (
+    "unneeded_areas",
+    "context_entries",
+    "activations",
+    "messages",
+    "verifications",
+    "recoveries",
+)
+"""The per-episode counters of `CostCounts`, in the column order of `episode_counters`."""
+
+
+def episode_counters(results: Sequence[EpisodeResult]) -> np.ndarray:
+    """One row per episode, one column per `COUNTERS` entry."""
+    return np.array(
         [
             (
                 r.unneeded_areas,
@@ -122,19 +129,22 @@ def count_episodes(results: Sequence[EpisodeResult], stored_edges: int = 0) -> C
             for r in results
         ],
         dtype=np.int64,
-    ).reshape(-1, 6)
-    sums = arr.sum(axis=0)
+    ).reshape(-1, len(COUNTERS))
+
+
+def count_episodes(results: Sequence[EpisodeResult], stored_edges: int = 0) -> CostCounts:
+    """The cost counters of episode results alone (one episode: what it cost by itself)."""
+    runs: dict[str, int] = {}
+    for r in results:
+        for rt, n in r.runs:
+            runs[rt] = runs.get(rt, 0) + n
+    sums = episode_counters(results).sum(axis=0)
     return CostCounts(
         episodes=len(results),
         stored_edges=stored_edges,
-        unneeded_areas=int(sums[0]),
         runs=runs,
-        context_entries=int(sums[1]),
-        activations=int(sums[2]),
-        messages=int(sums[3]),
-        verifications=int(sums[4]),
-        recoveries=int(sums[5]),
         realized=float(sum(r.value for r in results)),
+        **{name: int(v) for name, v in zip(COUNTERS, sums, strict=True)},
     )
 
 

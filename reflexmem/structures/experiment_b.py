@@ -20,7 +20,8 @@ from reflexmem.structures.model import Structure
 from reflexmem.structures.office import OfficeEnvironment
 from reflexmem.structures.office_tasks import ENVIRONMENTS, canonical_tasks, task_sets
 from reflexmem.structures.schema import load_packaged
-from reflexmem.structures.search import SearchConfig, SearchResult, rebuild_winner, run_search
+from reflexmem.structures.search import SearchConfig, SearchResult, run_search
+from reflexmem.structures.winner import rebuild_winner
 
 CANDIDATES = {
     "all_shared": "office-all-shared",

@@ -11,7 +11,8 @@
    floor) seeds the next generation; the loop stops when the best no longer improves,
    after `max_generations` or when `max_evaluations` candidates were scored.
 6. `choose`: the cheapest candidate passing every floor (ties: fewer edges, fewer
-   grants, fingerprint). The final test set is never read here.
+   grants, fingerprint) whose gain over its base is real (`gain.earns`: beyond noise
+   where realized value is priced). The final test set is never read here.
 
 The floor of a family is the parent's success on the generation set minus
 `floor_tolerance` (0), and never below `absolute_floor` (0.9: nine tasks in ten): a
@@ -30,6 +31,7 @@ from typing import Any
 from reflexmem.structures.archive import Archive, ArchiveEntry
 from reflexmem.structures.cost import DEFAULT, CostModel
 from reflexmem.structures.evaluate import AnyEnvironment, Evaluation, replay
+from reflexmem.structures.gain import earns
 from reflexmem.structures.model import Structure
 from reflexmem.structures.mutations import (
     Mutation,
@@ -91,11 +93,18 @@ class Candidate:
     cost: float
     components: dict[str, float] = field(hash=False)
     below_floor: tuple[str, ...]
+    earned: bool = True
+    """Beats the candidate it came from beyond noise (`gain.earns`); the parent has."""
 
     @property
     def passes(self) -> bool:
         """Whether it clears every task family's floor."""
         return not self.below_floor
+
+    @property
+    def eligible(self) -> bool:
+        """Whether it may be chosen: above every floor, and a real gain over its base."""
+        return self.passes and self.earned
 
     @property
     def operator(self) -> str:
@@ -241,16 +250,24 @@ def score(
     config: SearchConfig,
     floors: dict[str, float],
     stats: SearchStats | None = None,
+    base: tuple[Evaluation, int] | None = None,
 ) -> Candidate:
-    """Stage 3: replay on the selection set, price it, compare with the floors."""
+    """Stage 3: replay on the selection set, price it, compare with the floors.
+
+    `base`: the selection replay of the candidate it came from and how many candidates
+    are tested against it (`gain.earns`).
+    """
     ev = replay(structure, env, tasks)
     success = ev.success_by_family()
     cost = ev.cost(config.cost_model)
+    parts = ev.components(config.cost_model)
     if stats is not None:
         stats.selection_replays += 1
         stats.evaluated += 1
         stats.episodes += len(tasks)
-        stats.search_spend += cost
+        # What replaying costs: a replayed decision realizes no return, so the outcome
+        # credit (trading) is not search spend, or a losing period would look expensive.
+        stats.search_spend += cost - parts.get("outcome", 0.0)
     below = tuple(f for f, floor in sorted(floors.items()) if success.get(f, 0.0) < floor)
     return Candidate(
         structure,
@@ -260,8 +277,9 @@ def score(
         ev,
         success,
         cost,
-        ev.components(config.cost_model),
+        parts,
         below,
+        base is None or earns(config.cost_model, ev, *base),
     )
 
 
@@ -285,8 +303,8 @@ def combine(base: Structure, singles: Sequence[Candidate]) -> Mutation | None:
 
 
 def choose(candidates: Sequence[Candidate]) -> Candidate | None:
-    """Stage 6: the best candidate that passes every floor, if any."""
-    passing = [c for c in candidates if c.passes]
+    """Stage 6: the best eligible candidate (floors passed, gain earned), if any."""
+    passing = [c for c in candidates if c.eligible]
     return min(passing, key=Candidate.key) if passing else None
 
 
@@ -315,16 +333,21 @@ def run_search(
         new: list[Candidate] = []
         for c, fz in zip(beam, members, strict=True):
             singles: list[Candidate] = []
-            for m in generate(fz, members, log, stats, explore_edges=config.explore_edges):
+            tried = list(generate(fz, members, log, stats, explore_edges=config.explore_edges))
+            tries = len(tried) + 1  # and the combination: the gain test's Bonferroni count
+            for m in tried:
                 fp = m.child.fingerprint()
                 if fp in cache or stats.evaluated >= config.max_evaluations:
                     continue
                 lineage = (*c.lineage, *m.steps)
                 sid = c.structure.structure_id
-                cand = score(m.child, lineage, sid, gen, env, sets.selection, config, floors, stats)
+                cand = score(
+                    m.child, lineage, sid, gen, env, sets.selection, config, floors, stats,
+                    (c.evaluation, tries),
+                )  # fmt: skip
                 cache[fp] = cand
                 new.append(cand)
-                if cand.passes and cand.key() < c.key() and len(m.steps) == 1:
+                if cand.eligible and cand.key() < c.key() and len(m.steps) == 1:
                     singles.append(cand)
             combo = combine(c.structure, sorted(singles, key=Candidate.key))
             if (
@@ -335,12 +358,13 @@ def run_search(
                 lineage = (*c.lineage, *combo.steps)
                 sid = c.structure.structure_id
                 cand = score(
-                    combo.child, lineage, sid, gen, env, sets.selection, config, floors, stats
-                )
+                    combo.child, lineage, sid, gen, env, sets.selection, config, floors, stats,
+                    (c.evaluation, tries),
+                )  # fmt: skip
                 cache[cand.structure.fingerprint()] = cand
                 new.append(cand)
         archive = archive.add([c.entry() for c in new])
-        pool = {c.structure.fingerprint(): c for c in [*beam, *new] if c.passes}
+        pool = {c.structure.fingerprint(): c for c in [*beam, *new] if c.eligible}
         ranked = sorted(pool.values(), key=Candidate.key)
         best_before = min(beam, key=Candidate.key)
         history.append(
@@ -369,20 +393,3 @@ def run_search(
         config,
         {c.structure.structure_id: c for c in cache.values()},
     )
-
-
-def rebuild_winner(result: SearchResult) -> Mutation:
-    """The winner rebuilt from the search parent by its lineage, checked against it.
-
-    Its modules then name their origins in the parent, and its fingerprint must equal
-    the scored one: the recorded lineage really produces what was evaluated.
-    """
-    root = result.parent.structure
-
-    def resolve(structure_id: str) -> Structure:
-        return result.candidates[structure_id].structure
-
-    rebuilt = checked(replay_steps(root, result.winner.lineage, resolve))
-    if rebuilt.child.fingerprint() != result.winner.structure.fingerprint():
-        raise RuntimeError("the winner's lineage does not reproduce the scored structure")
-    return rebuilt

@@ -18,12 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-from scipy import special
-
 from reflexmem.reflex.snapshot import PinnedSkill
-from reflexmem.structures.cost import CostModel, total
-from reflexmem.structures.evaluate import Evaluation, count_episodes, replay
+from reflexmem.structures.cost import CostModel
+from reflexmem.structures.evaluate import replay
+from reflexmem.structures.gain import net_values, paired
 from reflexmem.structures.model import (
     Lifecycle,
     Limits,
@@ -51,7 +49,6 @@ ROOT_ID = "trading-isolated"
 FRACTIONS = (0.4, 0.3)
 """Shares of the settled decisions (in time order) for generation and selection; the
 rest is the final test."""
-CONFIDENCE = 0.95
 
 
 def pinned_checks(skills: Sequence[PinnedSkill]) -> dict[str, list[PinnedSkill]]:
@@ -125,33 +122,6 @@ def time_sets(env: TradingEnvironment, fractions: tuple[float, float] = FRACTION
     sel = tuple(t for t in tasks if first <= t.period < second)
     test = tuple(t for t in tasks if t.period >= second)
     return TaskSets(gen, sel, test)
-
-
-def net_values(model: CostModel, ev: Evaluation) -> np.ndarray:
-    """Per episode: its realized value net of what it cost, in the model's units.
-
-    The negated total of the episode's own counters under the model's one pricing
-    (`cost.total`, whose `outcome` component credits the realized return); per-set
-    upkeep is left out.
-    """
-    return -np.array([total(model, count_episodes((r,))) for r in ev.results], dtype=float)
-
-
-def paired(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
-    """Mean of `a - b` per task with its 95 % Student-t interval and counts."""
-    d = a - b
-    n = len(d)
-    mean = float(d.mean()) if n else 0.0
-    sd = float(d.std(ddof=1)) if n > 1 else 0.0
-    half = float(special.stdtrit(n - 1, 0.5 + CONFIDENCE / 2) * sd / np.sqrt(n)) if n > 1 else 0.0
-    return {
-        "n": n,
-        "changed": int(np.count_nonzero(np.abs(d) > 1e-12)),
-        "mean": mean,
-        "low": mean - half,
-        "high": mean + half,
-        "total": float(d.sum()),
-    }
 
 
 def edge_evidence(

@@ -10,13 +10,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import numpy as np
 import polars as pl
 
-from reflexmem.ledger.enums import EntryState
-from reflexmem.memory.contrast import Moments, contrast
-from reflexmem.memory.entries import MemoryEntry
-from reflexmem.memory.rule_entries import pattern_entry, rule_entry
+from apps.bench.structures_stream import confirmed_rule as confirmed_rule
 from reflexmem.reflex.trading import judged_frame, labelled, observations
 from reflexmem.registry import RoleRegistry
 
@@ -82,29 +78,3 @@ def episodes(
     )
     frame = labelled(observations(raw, registry))
     return judged_frame(frame, registry).with_columns(frame["episode_index"])
-
-
-def confirmed_rule(condition: str, shift: float, namespace: str = "role:momentum") -> MemoryEntry:
-    """A rule through the production builders: formed, then confirmed on later episodes.
-
-    Carriers' outcome scores are shifted by `shift` (negative: an avoid-rule).
-    """
-    rng = np.random.default_rng(7)
-    carriers = Moments.of(rng.normal(shift, 0.5, 80))
-    rest = Moments.of(rng.normal(0.0, 0.5, 400))
-    pattern = pattern_entry(namespace, condition, carriers, rest, None, (), 480, 10, 0.01)
-    formed = contrast(carriers, rest)
-    assert formed is not None
-    direction = 1 if formed.effect > 0 else -1
-    later = contrast(
-        Moments.of(rng.normal(shift, 0.5, 70)),
-        Moments.of(rng.normal(0.0, 0.5, 300)),
-        direction=direction,
-    )
-    assert later is not None
-    stats = {
-        "direction": direction,
-        "formed": formed.as_json(),
-        "confirm": later.as_json() | {"test": 1, "alpha": 0.03},
-    }
-    return rule_entry(pattern, EntryState.ACTIVE, "@900", stats)

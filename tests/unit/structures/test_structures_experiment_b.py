@@ -12,7 +12,8 @@ from reflexmem.structures.cost import DEFAULT, EXPERIMENT_B
 from reflexmem.structures.evaluate import replay
 from reflexmem.structures.experiment_b import candidates, name_of, run_experiment_b, select, table
 from reflexmem.structures.office_tasks import office_setup
-from reflexmem.structures.search import SearchConfig, rebuild_winner, run_search
+from reflexmem.structures.search import SearchConfig, run_search
+from reflexmem.structures.winner import rebuild_winner
 
 EXPECTED = [
     ("composite", "all_shared", 4, 4, 3, 7, 10),

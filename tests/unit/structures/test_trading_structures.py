@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 
 from reflexmem.structures.checks import static_checks
-from reflexmem.structures.cost import TRADING
-from reflexmem.structures.evaluate import replay
+from reflexmem.structures.cost import TRADING, total
+from reflexmem.structures.evaluate import count_episodes, replay
+from reflexmem.structures.gain import earns, net_values
 from reflexmem.structures.operators import add_edge
 from reflexmem.structures.search import SearchConfig, run_search
 from reflexmem.structures.trading import subgoal
 from reflexmem.structures.trading_search import (
     edge_evidence,
     isolated_root,
-    net_values,
     pinned_checks,
     time_sets,
     verdict,
@@ -77,6 +77,9 @@ def test_a_planted_cross_role_effect_is_found_and_its_edge_earns_its_place() -> 
 @pytest.mark.parametrize("seed", range(10))
 def test_a_null_stream_grows_no_edge_that_earns_its_place(seed: int) -> None:
     env, root, sets, result = _search(0.0, seed)
+    # No chance gain on the selection set passes for a real one: the roles stay isolated.
+    assert result.winner.structure.edges == ()
+    assert not result.improved
     evidence = edge_evidence(result.winner.structure, env, sets.test, TRADING)
     assert not any(r["earns_place"] for r in evidence)
     assert verdict(evidence).startswith("no edge earns its place")
@@ -87,6 +90,19 @@ def test_a_null_stream_grows_no_edge_that_earns_its_place(seed: int) -> None:
     (row,) = edge_evidence(forced, env, sets.test, TRADING)
     assert row["changed"] > 0
     assert not row["earns_place"]
+
+
+def test_net_values_price_each_episode_as_the_cost_model_does() -> None:
+    env, root, sets, _ = _search(0.02, 0)
+    ev = replay(root, env, sets.selection)
+    one_by_one = [-total(TRADING, count_episodes((r,))) for r in ev.results]
+    assert np.allclose(net_values(TRADING, ev), one_by_one)
+    # A structure never beats itself; the planted edge beats the isolated roles.
+    assert not earns(TRADING, ev, ev)
+    lend = add_edge(
+        root, "valuation", "momentum", ["checks"], "v-to-m", contract_fields={"checks": "string"}
+    ).child
+    assert earns(TRADING, replay(lend, env, sets.selection), ev, tries=3)
 
 
 def test_an_unhandled_role_escalates_and_is_priced() -> None:
