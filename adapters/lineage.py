@@ -259,9 +259,21 @@ def pick_decision(conn: sa.Connection) -> str | None:
     """A decision whose chain reaches furthest: behind a rule, else a pattern, else evaluated.
 
     Rules are tried live first; a rule's semantic version lists the cases of its window,
-    so one of those cases' decisions walks all the way from trade to rule.
+    so one of those cases' decisions walks all the way from trade to rule. A decision
+    checked under a trading structure comes first (its chain ends at the structure):
+    behind a rule if one is, else the newest evaluated one.
     """
     for sql in (
+        "SELECT rc.decision_id FROM memory_entries r "
+        "JOIN memory_sources rs ON rs.entry_id = r.entry_id "
+        "JOIN memory_sources ps ON ps.entry_id = rs.source_id "
+        "JOIN role_cases rc ON rc.case_id = ps.source_id "
+        "JOIN decision_structures ds ON ds.decision_id = rc.decision_id "
+        "WHERE r.tier = 'procedural' AND rc.lesson IS NOT NULL "
+        "ORDER BY rc.decision_id LIMIT 1",
+        "SELECT ds.decision_id FROM decision_structures ds JOIN evaluation_runs er "
+        "ON er.decision_id = ds.decision_id AND er.is_primary "
+        "ORDER BY ds.checked_at DESC, ds.decision_id LIMIT 1",
         "SELECT rc.decision_id FROM memory_entries r "
         "JOIN memory_sources rs ON rs.entry_id = r.entry_id "
         "JOIN memory_sources ps ON ps.entry_id = rs.source_id "

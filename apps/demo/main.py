@@ -6,9 +6,10 @@ learning cycle itself (`run_cycle`, the same sequence the `daily_cycle` flow run
 a runner that shows every stage, first at a clock ten days into the stream, then once a
 week to the newest bar (`apps/demo/skills.py`: skills need time to be judged). It ends
 with the line from lessons to semantic patterns to procedural rules, a recall that shows
-all three tiers, the REFLEX checks learned from the lessons, one seed of the AEL
-benchmark, the versioned definitions in the MLflow registry, and one trade's whole
-lineage with the HTML report. Each clock is a bar time, so decisions not due yet are
+all three tiers, the REFLEX checks learned from the lessons, a structure of the user's
+own roles searched, run, caught drifting and rolled back (`apps/demo/trading.py`), one
+seed of the AEL benchmark, the versioned definitions in the MLflow registry, and one
+trade's whole lineage with the HTML report. Each clock is a bar time, so decisions not due yet are
 honestly pending.
 """
 
@@ -22,6 +23,7 @@ from pathlib import Path
 from rich.console import Console
 
 from apps.demo import skills as demo_skills
+from apps.demo import trading as demo_trading
 from apps.demo.lineage import show_lineage, show_registry
 from apps.demo.memory import show_memory_line, show_recall
 from apps.demo.runner import DemoRunner
@@ -55,6 +57,14 @@ def _inputs(runner: DemoRunner, res: Resources, rows: int, workdir: Path) -> dat
     assert isinstance(first, datetime)
     lag = first + timedelta(days=demo_skills.LAG_DAYS)
     stream["decisions"] = demo_skills.lag_technicals(stream["decisions"], lag)
+    newest = res.prices.newest()
+    drift = demo_trading.drift_start(demo_skills.clocks(first, newest or first))
+    if drift is not None:
+        stream = demo_trading.worse_fills_from(stream, drift)
+        console.print(
+            f"scenario: from {drift:%Y-%m-%d} every fill is {demo_trading.DRIFT_COST:.0%} worse "
+            "than the close (a broken route), the drift a structure's audit must catch"
+        )
     paths = write_stream(stream, workdir / "stream", fmt="parquet")
     paths[-1] = write_stream({"outcomes": stream["outcomes"]}, workdir / "stream", fmt="csv")[0]
     report = intake.ingest(res, paths)
@@ -86,7 +96,14 @@ def run_demo(settings: Settings, res: Resources, *, rows: int, console: Console)
         report.admission.admitted + report.admission.pending + report.admission.quarantined
     )
     runner.heading("the cycle every week after, each at its own clock (skills need time)")
-    demo_skills.walk(res, runner.console, weeks[1:], first)
+    console.print(
+        "structures of your own roles: searched "
+        f"{demo_trading.WEEKS_BEFORE_END} weeks before the end, audited for drift after"
+    )
+    demo_skills.walk(
+        res, runner.console, weeks[1:], first, then=demo_trading.at_clocks(res, console, weeks)
+    )
+    demo_trading.show_runs(res, console)
     runner.heading("from lessons to patterns to rules")
     show_memory_line(res, console)
     runner.heading("recall in active mode shows every tier it holds; shadow mode has no recall")

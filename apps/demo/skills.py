@@ -24,6 +24,7 @@ Everything shown afterwards is read back from the ledger and the MLflow registry
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -99,11 +100,18 @@ def propose_stricter(res: Resources, at: datetime) -> ProposalReport | None:
     return propose_skill(res, stricter_variant(found), f"proposals/{HEADLINE}@2.yaml", as_of=at)
 
 
-def walk(res: Resources, console: Console, weeks: list[datetime], first: datetime) -> None:
+def walk(
+    res: Resources,
+    console: Console,
+    weeks: list[datetime],
+    first: datetime,
+    then: Mapping[datetime, Callable[[], None]] | None = None,
+) -> None:
     """Backfill the cycle at the weekly clocks (`reflexmem backfill`); one line per week.
 
     A person proposes a stricter check part way through, so the weeks run as two
-    backfills: up to the proposal, then from it on.
+    backfills: up to the proposal, then from it on. `then[clock]` runs once that
+    clock's cycle is done.
     """
     if not weeks:
         return
@@ -125,6 +133,8 @@ def walk(res: Resources, console: Console, weeks: list[datetime], first: datetim
             console.print(
                 f"    {m.skill}: {m.frm} -> [bold]{m.to}[/bold] {escape(_brief(m.evidence))}"
             )
+        if then and at in then:
+            then[at]()
 
     before = [at for at in weeks if proposal is None or at < proposal]
     after = [at for at in weeks if proposal is not None and at >= proposal]

@@ -28,7 +28,7 @@ from rich.markup import escape
 from apps.demo.runner import table
 from reflexmem.operations.resources import Resources
 from reflexmem.operations.runner import DirectRunner
-from reflexmem.operations.structure_audit import audit_structures
+from reflexmem.operations.structure_audit import StructureAuditRefused, audit_structures
 from reflexmem.operations.structures import SearchParams, run_structure_search
 from reflexmem.structures import persist, rollout
 from reflexmem.structures.evaluate import replay
@@ -136,14 +136,17 @@ def _hand_edge(res: Resources, console: Console) -> None:
 
 def audit(res: Resources, console: Console) -> None:
     """The structure audit of the daily `audit` flow on the trading scope."""
-    report = audit_structures(res, scope=SCOPE, apply=True).scopes[0]
+    try:
+        report = audit_structures(res, scope=SCOPE, apply=True).scopes[0]
+    except StructureAuditRefused as exc:  # drifted with nothing to restore: said below
+        report = exc.report.scopes[0]
     families = (report.drift or {}).get("families", [])
     rows = [
         (f["family"], f"{f['baseline_rate']:.0%} of {f['baseline_n']}",
          f"{f['recent_rate']:.0%} of {f['recent_n']}", f"{f['z']:.1f}", str(f["drifted"]))
         for f in families
     ]  # fmt: skip
-    console.print(table("drift: share of proceeded decisions that won, per role (z >= 3 drifts)",
+    console.print(table("drift per role: proceeded decisions that won (z >= 3 drifts)",
                         ("role", "when chosen", "since", "z", "drifted"), rows))  # fmt: skip
     if report.restored:
         same = report.pins_before == report.pins_after

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from adapters.lineage import pick_decision
 from adapters.tracking.structures import StructureTracker
 from apps.demo.trading import worse_fills_from
 from reflexmem.ledger.structure_models import DecisionStructure
@@ -118,3 +119,13 @@ def test_trading_bundle_drifting_on_outcomes_is_rolled_back_and_the_next_cycle_u
     # The next cycle checks its decisions under the restored bundle, and only it.
     run_cycle(DirectRunner(res), CycleParams(as_of=AS_OF))
     assert _checked_under(engine, mid) == {previous[0].bundle_id}
+
+    # The report, the notebook and the demo follow a decision whose chain ends there.
+    with engine.connect() as conn:
+        picked = pick_decision(conn)
+        ran = conn.scalar(
+            sa.select(DecisionStructure.__table__.c.bundle_id).where(
+                DecisionStructure.__table__.c.decision_id == picked
+            )
+        )
+    assert ran is not None
