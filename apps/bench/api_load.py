@@ -100,8 +100,10 @@ class PeakRss:
 
 
 @contextmanager
-def served(settings: Settings, token: str, workdir: Path) -> Iterator[tuple[str, int]]:
-    """`reflexmem api` in its own process on loopback; (base URL, PID) once it answers."""
+def served(
+    settings: Settings, token: str, workdir: Path, workers: int = 1
+) -> Iterator[tuple[str, int]]:
+    """`reflexmem api` (`workers` processes) on loopback; (base URL, PID) once it answers."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REFLEX_", "ROLE_MEMORY"))}
     env |= {
@@ -113,6 +115,7 @@ def served(settings: Settings, token: str, workdir: Path) -> Iterator[tuple[str,
         "ROLE_MEMORY_MODE": "active",
     }
     cmd = [sys.executable, "-c", "from apps.cli import main; main()", "api", "--port", str(port)]
+    cmd += ["--workers", str(workers)]
     with (workdir / "api.log").open("wb") as log:
         proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -257,6 +260,7 @@ def run_bench(
     seconds: float,
     cases: int = 20_000,
     seed: int = 0,
+    server_workers: int = 1,
 ) -> dict[str, Any]:
     """Build, serve, load, read back, measure the floor; one JSON object."""
     if clients < 0 or writers < 0 or clients + writers == 0 or seconds <= 0:
@@ -265,7 +269,7 @@ def run_bench(
         db_url = bench.resolved_database_url
         roles = load_registry().ids
         plan = payloads(roles, 2000, seed)
-        with served(bench, token, tmp) as (url, pid), PeakRss(pid) as rss:
+        with served(bench, token, tmp, server_workers) as (url, pid), PeakRss(pid) as rss:
             started = time.perf_counter()
             tally = asyncio.run(load(url, token, plan, clients, writers, seconds))
             elapsed = time.perf_counter() - started
@@ -288,6 +292,7 @@ def run_bench(
         "writers": writers,
         "seconds": round(elapsed, 1),
         "cases": cases,
+        "server_workers": server_workers,
         "requests_per_s": round(answers / elapsed, 1),
         "recall_per_s": round(len(tally.latency["recall"]) / elapsed, 1),
         "status_counts": dict(sorted(tally.status.items())),
@@ -302,5 +307,6 @@ def run_bench(
         "record_p99_ms": _pcts(tally.latency["record"])["p99_ms"],
         "peak_rss_mb": rss.mb,
         "floor": {"what": "the same tools in process, one call at a time", **base},
-        "transport": "HTTP/1.1 keep-alive on loopback; server: `reflexmem api` in its own process",
+        "transport": "HTTP/1.1 keep-alive on loopback; server: `reflexmem api --workers "
+        f"{server_workers}` in its own process(es)",
     }

@@ -19,6 +19,13 @@ from reflexmem.settings import Settings
 def api_cmd(
     host: Annotated[str | None, typer.Option(help="Interface (default REFLEX_API_HOST).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default REFLEX_API_PORT).")] = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            envvar="REFLEX_API_WORKERS",
+            help="Server processes (PostgreSQL only: SQLite serialises writes in one).",
+        ),
+    ] = 1,
 ) -> None:
     """Serve the agent HTTP API (bearer token REFLEX_API_TOKEN required; see docs/api.md)."""
     import uvicorn
@@ -30,13 +37,34 @@ def api_cmd(
     if settings.api_token is None or not settings.api_token.get_secret_value().strip():
         err.print("[red]cannot start:[/red] set REFLEX_API_TOKEN (the API never runs open)")
         raise typer.Exit(2)
-    application = create_app(open_resources(settings), settings, mode=runtime_mode())
+    if workers < 1:
+        err.print(f"[red]cannot start:[/red] --workers must be at least 1, got {workers}")
+        raise typer.Exit(2)
+    res = open_resources(settings)
+    bind_host = host or settings.api_host
+    bind_port = settings.api_port if port is None else port
+    if workers > 1:
+        if res.engine.dialect.name != "postgresql":
+            err.print(
+                "[red]cannot start:[/red] --workers > 1 needs PostgreSQL: on SQLite one "
+                "process serialises the writes (REFLEX_DATABASE_URL)"
+            )
+            raise typer.Exit(2)
+        res.engine.dispose()
+        # Each worker process builds its own app and connection pool from the settings.
+        uvicorn.run(
+            "apps.service.api:app_from_settings",
+            factory=True,
+            workers=workers,
+            log_level="info",
+            log_config=_log_config(),
+            host=bind_host,
+            port=bind_port,
+        )
+        return
+    application = create_app(res, settings, mode=runtime_mode())
     uvicorn.run(
-        application,
-        host=host or settings.api_host,
-        port=settings.api_port if port is None else port,
-        log_level="info",
-        log_config=_log_config(),
+        application, host=bind_host, port=bind_port, log_level="info", log_config=_log_config()
     )
 
 

@@ -83,6 +83,9 @@ def bench_api_cmd(
     seconds: Annotated[float, typer.Option(help="Length of the load.")] = 30.0,
     backend: Annotated[str, typer.Option(help="sqlite or postgres.")] = "sqlite",
     cases: Annotated[int, typer.Option(help="Role cases in the served store.")] = 20_000,
+    server_workers: Annotated[
+        int, typer.Option(help="`reflexmem api --workers` (PostgreSQL only above 1).")
+    ] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """The agent API under concurrent recall clients and writers, on loopback."""
@@ -98,6 +101,7 @@ def bench_api_cmd(
                 writers=writers,
                 seconds=seconds,
                 cases=cases,
+                server_workers=server_workers,
             )
     except (ValueError, RuntimeError) as exc:
         err.print(f"[red]bench api:[/red] {exc}")

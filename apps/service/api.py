@@ -119,6 +119,15 @@ def _record_route(app: FastAPI, res: Resources, kind: str, gate: WriteGate) -> N
     app.post(f"/v1/{kind}", name=f"record_{kind}", tags=["record"])(record)
 
 
+def app_from_settings() -> FastAPI:
+    """The app of one server process from the environment's settings (`api --workers`)."""
+    from adapters.resources import build_resources
+    from reflexmem.settings import runtime_mode
+
+    settings = Settings()
+    return create_app(build_resources(settings), settings, mode=runtime_mode())
+
+
 def create_app(res: Resources, settings: Settings, mode: MemoryMode | None = None) -> FastAPI:
     """The agent API over `res`; `mode` (default: the settings') decides if recall exists.
 

@@ -13,6 +13,7 @@ Only active mode has recall at all (docs/design.md §9); callers check the froze
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import cast
@@ -22,6 +23,7 @@ import sqlalchemy as sa
 from reflexmem.ledger.memory_models import RecallLog
 from reflexmem.memory.ledger_agents import MemoryLedger
 from reflexmem.memory.ledger_mirror import role_namespace
+from reflexmem.memory.ledger_policies import policies_on
 from reflexmem.memory.policies import RetrievalPolicy
 from reflexmem.operations.resources import Resources
 from reflexmem.recall import RecallConstraints, RecallResult
@@ -58,40 +60,62 @@ def recall(
     res.registry.get(constraints.role)
     namespace = role_namespace(constraints.role)
     ledger = MemoryLedger(res.engine, seed=res.memory_seed)
-    known = {p.name: p for p in ledger.ensure_agent(namespace)}
-    if policy is not None and policy not in known:
-        raise KeyError(f"namespace {namespace!r} has no retrieval policy {policy!r}")
-    recall_id = f"rc-{uuid.uuid4().hex[:20]}"
-    # One connection for the pick, the recall and its log (one begin and commit).
+    ask = _Ask(constraints, query, decision_id, k, policy)
+    # One connection for the policies, the pick, the recall and its log.
     with res.engine.begin() as conn:
-        served = int(
-            conn.execute(
-                sa.select(sa.func.count()).select_from(LOG).where(LOG.c.namespace == namespace)
-            ).scalar_one()
-        )
-        if policy is None:
-            chosen = ledger.select_policy_on(conn, namespace, served, known)
-        else:
-            chosen = known[policy]
-        top = chosen.top_k if k is None else min(k, chosen.top_k)
-        result = recall_cases(
-            conn,
-            constraints,
-            query,
-            k=top,
-            embedder=res.embedder,
-            tiers=chosen.tiers,
-        )
+        found = policies_on(conn, namespace)
+        if found:
+            return _recall_on(conn, res, ledger, namespace, found, ask)
+    # The namespace's first recall: its default policies are created, then it recalls.
+    found = ledger.ensure_agent(namespace)
+    with res.engine.begin() as conn:
+        return _recall_on(conn, res, ledger, namespace, found, ask)
+
+
+@dataclass(frozen=True)
+class _Ask:
+    constraints: RecallConstraints
+    query: str
+    decision_id: str | None
+    k: int | None
+    policy: str | None
+
+
+def _recall_on(
+    conn: sa.Connection,
+    res: Resources,
+    ledger: MemoryLedger,
+    namespace: str,
+    policies: Sequence[RetrievalPolicy],
+    ask: _Ask,
+) -> RecallReport:
+    known = {p.name: p for p in policies}
+    if ask.policy is not None and ask.policy not in known:
+        raise KeyError(f"namespace {namespace!r} has no retrieval policy {ask.policy!r}")
+    recall_id = f"rc-{uuid.uuid4().hex[:20]}"
+    served = int(
         conn.execute(
-            sa.insert(LOG).values(
-                recall_id=recall_id,
-                namespace=namespace,
-                decision_id=decision_id,
-                policy=chosen.name,
-                step=served,
-                hits=[h.id for h in result.hits],
-                as_of=constraints.as_of,
-                recalled_at=datetime.now(UTC),
-            )
+            sa.select(sa.func.count()).select_from(LOG).where(LOG.c.namespace == namespace)
+        ).scalar_one()
+    )
+    if ask.policy is None:
+        chosen = ledger.select_policy_on(conn, namespace, served, known)
+    else:
+        chosen = known[ask.policy]
+    top = chosen.top_k if ask.k is None else min(ask.k, chosen.top_k)
+    result = recall_cases(
+        conn, ask.constraints, ask.query, k=top, embedder=res.embedder, tiers=chosen.tiers
+    )
+    conn.execute(
+        sa.insert(LOG).values(
+            recall_id=recall_id,
+            namespace=namespace,
+            decision_id=ask.decision_id,
+            policy=chosen.name,
+            step=served,
+            hits=[h.id for h in result.hits],
+            as_of=ask.constraints.as_of,
+            recalled_at=datetime.now(UTC),
         )
+    )
     return RecallReport(recall_id, chosen, result)
