@@ -122,7 +122,7 @@ def _sqlite_small_slice(
     """
     if conn.dialect.name != "sqlite" or not terms:
         return None
-    rows = list(conn.execute(slice_query(c, SQLITE_MATCH_CAP + 1)).mappings())
+    rows = list(conn.execute(*slice_query(c, SQLITE_MATCH_CAP + 1)).mappings())
     if len(rows) > SQLITE_MATCH_CAP:
         return None
     scores = sqlite_text_scores(rows, terms)
@@ -159,7 +159,7 @@ def recall(
     fetched = _sqlite_small_slice(conn, constraints, terms) if want_cases else None
     if fetched is None:
         fetched = (
-            list(conn.execute(candidate_query(dialect, constraints, terms, size)).mappings())
+            list(conn.execute(*candidate_query(dialect, constraints, terms, size)).mappings())
             if want_cases
             else []
         )
@@ -176,7 +176,7 @@ def recall(
     qvec = None
     if embedder is not None and want_cases:
         if terms:
-            for row in conn.execute(candidate_query(dialect, constraints, (), size)).mappings():
+            for row in conn.execute(*candidate_query(dialect, constraints, (), size)).mappings():
                 rows.setdefault(str(row["case_id"]), row)
         index = make_vector_index(conn, embedder)
         vector_backend = type(index).__name__

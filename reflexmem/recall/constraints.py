@@ -82,10 +82,28 @@ def valid_time() -> sa.ColumnElement[Any]:
     return sa.func.coalesce(rc.c.matured_at, cr.c.reflected_at)
 
 
+def case_shape(c: RecallConstraints) -> tuple[bool, bool, bool, bool]:
+    """Which optional constraints are set: the shape `case_filters` builds predicates for."""
+    return (c.symbol is not None, c.scenario is not None, c.as_of is not None,
+            c.known_at is not None)  # fmt: skip
+
+
+def case_params(c: RecallConstraints) -> dict[str, Any]:
+    """The values of `case_filters`' bound parameters (for a statement of `c`'s shape)."""
+    values = {"c_role": c.role, "c_symbol": c.symbol, "c_scenario": c.scenario,
+              "c_as_of": c.as_of, "c_known_at": c.known_at}  # fmt: skip
+    return {k: v for k, v in values.items() if v is not None}
+
+
 def case_filters(c: RecallConstraints) -> list[sa.ColumnElement[bool]]:
-    """Every eligibility rule as a predicate over role_cases, executions, reflections."""
+    """Every eligibility rule as a predicate over role_cases, executions, reflections.
+
+    The constraint values are named bound parameters holding `c`'s values, so a
+    statement built once per `case_shape` runs for any constraints of that shape with
+    `case_params` (recall builds its statements once, `fts.candidate_query`).
+    """
     preds: list[sa.ColumnElement[bool]] = [
-        rc.c.role_id == c.role,
+        rc.c.role_id == sa.bindparam("c_role", c.role),
         rc.c.state == CaseState.REFLECTED.value,
         rc.c.outcome_class.in_(LEARNABLE_CLASSES),
         rc.c.lesson.is_not(None),
@@ -101,13 +119,15 @@ def case_filters(c: RecallConstraints) -> list[sa.ColumnElement[bool]]:
         ),
     ]
     if c.symbol is not None:
-        preds.append(rc.c.symbol == c.symbol)
+        preds.append(rc.c.symbol == sa.bindparam("c_symbol", c.symbol))
     if c.scenario is not None:
-        preds.append(rc.c.scenario == c.scenario)
+        preds.append(rc.c.scenario == sa.bindparam("c_scenario", c.scenario))
     if c.as_of is not None:
-        preds += [rc.c.decided_at <= c.as_of, valid_time() <= c.as_of]
+        as_of = sa.bindparam("c_as_of", c.as_of, type_=rc.c.decided_at.type)
+        preds += [rc.c.decided_at <= as_of, valid_time() <= as_of]
     if c.known_at is not None:
-        preds += [rc.c.admitted_at <= c.known_at, cr.c.reflected_at <= c.known_at]
+        known = sa.bindparam("c_known_at", c.known_at, type_=rc.c.admitted_at.type)
+        preds += [rc.c.admitted_at <= known, cr.c.reflected_at <= known]
     return preds
 
 

@@ -15,7 +15,7 @@ the index narrows, SQL decides.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,8 @@ from reflexmem.recall.constraints import (
     RecallConstraints,
     case_filters,
     case_joins,
+    case_params,
+    case_shape,
     rc,
 )
 from reflexmem.recall.query import fts5_terms, tsquery_terms
@@ -66,50 +68,84 @@ def _base_select(extra: Sequence[sa.ColumnElement[Any]], source: sa.FromClause) 
     return sa.select(*CASE_COLUMNS, *extra).select_from(case_joins(source))
 
 
-def candidate_query(
-    dialect: str, c: RecallConstraints, terms: Sequence[str], limit: int
-) -> sa.Select[Any]:
+Query = tuple[sa.Select[Any], dict[str, Any]]
+"""A statement and the values of its bound parameters."""
+
+_BUILT: dict[tuple[Any, ...], sa.Select[Any]] = {}
+_LIMIT = sa.bindparam("c_limit", type_=sa.Integer)
+
+
+def _once(key: tuple[Any, ...], build: Callable[[], sa.Select[Any]]) -> sa.Select[Any]:
+    """One statement per shape, built the first time.
+
+    Building a statement costs more than running it on a recall's small slice, and
+    SQLAlchemy keeps the compiled form of a statement object, so reusing the object
+    also skips its cache-key walk.
+    """
+    stmt = _BUILT.get(key)
+    if stmt is None:
+        stmt = _BUILT.setdefault(key, build())
+    return stmt
+
+
+def candidate_query(dialect: str, c: RecallConstraints, terms: Sequence[str], limit: int) -> Query:
     """Constrained cases ordered by text score (recency when there are no terms)."""
-    filters = case_filters(c)
+    params = case_params(c)
+    key = (dialect, case_shape(c), bool(terms))
     if dialect == "sqlite":
         # No bm25 here: its document frequencies come from walking each term's whole
         # posting list (tens of ms for a word in most cases). FTS5 matches the slice;
         # `sqlite_text_scores` scores the (at most SQLITE_MATCH_CAP newest) matches.
-        fts = sa.table(FTS_TABLE, sa.column("rowid"))
-        rowid: sa.ColumnElement[Any] = sa.literal_column("role_cases.rowid")
-        stmt = _base_select(
-            [sa.literal(None).label("text_score")], fts.join(rc, rowid == fts.c.rowid)
-        ).where(
-            sa.literal_column(FTS_TABLE).op("MATCH")(
-                sa.bindparam("fts_match", sqlite_match(c, terms))
-            ),
-            *filters,
-        )
         cap = max(limit, SQLITE_MATCH_CAP) if terms else limit
-        return stmt.order_by(fts.c.rowid.desc()).limit(cap)
-    elif terms:
+        params |= {"fts_match": sqlite_match(c, terms), "c_limit": cap}
+        return _once(key, lambda: _sqlite_candidates(c)), params
+    params["c_limit"] = limit
+    if terms:
+        params["tsq"] = tsquery_terms(tuple(terms))
+    return _once(key, lambda: _pg_candidates(c, bool(terms))), params
+
+
+def _sqlite_candidates(c: RecallConstraints) -> sa.Select[Any]:
+    fts = sa.table(FTS_TABLE, sa.column("rowid"))
+    rowid: sa.ColumnElement[Any] = sa.literal_column("role_cases.rowid")
+    stmt = _base_select(
+        [sa.literal(None).label("text_score")], fts.join(rc, rowid == fts.c.rowid)
+    ).where(
+        sa.literal_column(FTS_TABLE).op("MATCH")(sa.bindparam("fts_match", type_=sa.String)),
+        *case_filters(c),
+    )
+    return stmt.order_by(fts.c.rowid.desc()).limit(_LIMIT)
+
+
+def _pg_candidates(c: RecallConstraints, with_terms: bool) -> sa.Select[Any]:
+    filters = case_filters(c)
+    if with_terms:
         tsq = sa.func.to_tsquery(
             sa.literal_column(f"'{PG_CONFIG}'::regconfig"),
-            sa.bindparam("tsq", tsquery_terms(tuple(terms))),
+            sa.bindparam("tsq", type_=sa.String),
         )
         search: sa.ColumnElement[Any] = sa.literal_column("role_cases.search")
         score = sa.func.ts_rank_cd(search, tsq).label("text_score")
         stmt = _base_select([score], rc).where(search.op("@@")(tsq), *filters)
     else:
         stmt = _base_select([sa.literal(None).label("text_score")], rc).where(*filters)
-    order: list[Any] = [sa.literal_column("text_score").desc()] if terms else []
-    return stmt.order_by(*order, rc.c.decided_at.desc(), rc.c.case_id).limit(limit)
+    order: list[Any] = [sa.literal_column("text_score").desc()] if with_terms else []
+    return stmt.order_by(*order, rc.c.decided_at.desc(), rc.c.case_id).limit(_LIMIT)
 
 
-def slice_query(c: RecallConstraints, limit: int) -> sa.Select[Any]:
+def slice_query(c: RecallConstraints, limit: int) -> Query:
     """The constrained slice on the B-tree indexes alone, newest first (no text index).
 
     SQLite recall reads the slice this way when it holds at most `SQLITE_MATCH_CAP`
     cases (a role and symbol slice, typically): walking the FTS5 posting lists of the
     query terms costs more than reading the whole small slice (docs/recall.md).
     """
-    stmt = _base_select([sa.literal(None).label("text_score")], rc).where(*case_filters(c))
-    return stmt.order_by(rc.c.decided_at.desc(), rc.c.case_id).limit(limit)
+
+    def build() -> sa.Select[Any]:
+        stmt = _base_select([sa.literal(None).label("text_score")], rc).where(*case_filters(c))
+        return stmt.order_by(rc.c.decided_at.desc(), rc.c.case_id).limit(_LIMIT)
+
+    return _once(("slice", case_shape(c)), build), case_params(c) | {"c_limit": limit}
 
 
 def rebuild_sqlite_fts(conn: sa.Connection) -> int:
