@@ -12,24 +12,16 @@ tests read.
 
 from __future__ import annotations
 
-import polars as pl
-
 from apps.bench import structures_stream as bench
 from reflexmem.reflex.snapshot import PinnedSkill
 from reflexmem.structures.trading import TradingEnvironment
 
 ROLES = ("momentum", "valuation")
-SYMBOLS, START = bench.SYMBOLS, bench.START
 
 
 def avoid_jnj() -> PinnedSkill:
     """Valuation's generated, active check that holds JNJ decisions."""
     return bench.avoid_check("valuation", "JNJ")
-
-
-def stream(n: int, planted: float, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(text frame the checks read, decision frame with realized returns)."""
-    return bench.stream(n, seed, roles=ROLES, planted=bench.Planted(loss=planted))
 
 
 def environment(n: int = 3000, planted: float = 0.02, seed: int = 0) -> TradingEnvironment:
