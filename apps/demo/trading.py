@@ -79,7 +79,11 @@ def worse_fills_from(
 
 def search(res: Resources, console: Console) -> None:
     """The trading search; a hand-made edge when it keeps isolation (a rollback needs two)."""
-    out = run_structure_search(DirectRunner(res), SearchParams(environment="trading")).summary
+    try:
+        out = run_structure_search(DirectRunner(res), SearchParams(environment="trading")).summary
+    except ValueError as exc:  # no settled decision yet (a short stream): said, not fatal
+        console.print(f"[yellow]no trading structure search[/yellow]: {escape(str(exc))}")
+        return
     console.print(
         f"trading search {out['search_id']}: {out['parent']} -> {out['winner']} "
         f"({'registered' if out['registered'] else 'parent kept'}; {out['operator']})"
@@ -140,6 +144,9 @@ def audit(res: Resources, console: Console) -> None:
         report = audit_structures(res, scope=SCOPE, apply=True).scopes[0]
     except StructureAuditRefused as exc:  # drifted with nothing to restore: said below
         report = exc.report.scopes[0]
+    if report.skipped:
+        console.print(f"no structure audit of scope {SCOPE!r}: {report.skipped}")
+        return
     families = (report.drift or {}).get("families", [])
     rows = [
         (f["family"], f"{f['baseline_rate']:.0%} of {f['baseline_n']}",
@@ -157,7 +164,10 @@ def audit(res: Resources, console: Console) -> None:
     elif report.refused:
         console.print(f"[yellow]drift found, rollback refused[/yellow]: {escape(report.refused)}")
     else:
-        console.print(f"no drift: {report.active} stays active")
+        least = int((report.drift or {}).get("min_episodes", 0))
+        thin = [f["family"] for f in families if f["recent_n"] < least]
+        why = f" ({', '.join(thin)}: under {least} settled decisions since)" if thin else ""
+        console.print(f"no drift: {report.active} stays active{why}")
 
 
 def at_clocks(
