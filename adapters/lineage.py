@@ -255,6 +255,16 @@ def trace(
     return Lineage(decision_id, tuple(steps), clocks)
 
 
+_RULE_CASES = (
+    "SELECT rc.decision_id FROM memory_entries r "
+    "JOIN memory_sources rs ON rs.entry_id = r.entry_id "
+    "JOIN memory_sources ps ON ps.entry_id = rs.source_id "
+    "JOIN role_cases rc ON rc.case_id = ps.source_id"
+)
+"""Decisions of the cases behind a rule (through its semantic version's window)."""
+_RULE_WHERE = "WHERE r.tier = 'procedural' AND rc.lesson IS NOT NULL"
+
+
 def pick_decision(conn: sa.Connection) -> str | None:
     """A decision whose chain reaches furthest: behind a rule, else a pattern, else evaluated.
 
@@ -264,21 +274,12 @@ def pick_decision(conn: sa.Connection) -> str | None:
     behind a rule if one is, else the newest evaluated one.
     """
     for sql in (
-        "SELECT rc.decision_id FROM memory_entries r "
-        "JOIN memory_sources rs ON rs.entry_id = r.entry_id "
-        "JOIN memory_sources ps ON ps.entry_id = rs.source_id "
-        "JOIN role_cases rc ON rc.case_id = ps.source_id "
-        "JOIN decision_structures ds ON ds.decision_id = rc.decision_id "
-        "WHERE r.tier = 'procedural' AND rc.lesson IS NOT NULL "
-        "ORDER BY rc.decision_id LIMIT 1",
+        f"{_RULE_CASES} JOIN decision_structures ds ON ds.decision_id = rc.decision_id "
+        f"{_RULE_WHERE} ORDER BY rc.decision_id LIMIT 1",
         "SELECT ds.decision_id FROM decision_structures ds JOIN evaluation_runs er "
         "ON er.decision_id = ds.decision_id AND er.is_primary "
         "ORDER BY ds.checked_at DESC, ds.decision_id LIMIT 1",
-        "SELECT rc.decision_id FROM memory_entries r "
-        "JOIN memory_sources rs ON rs.entry_id = r.entry_id "
-        "JOIN memory_sources ps ON ps.entry_id = rs.source_id "
-        "JOIN role_cases rc ON rc.case_id = ps.source_id "
-        "WHERE r.tier = 'procedural' AND rc.lesson IS NOT NULL "
+        f"{_RULE_CASES} {_RULE_WHERE} "
         "ORDER BY CASE r.state WHEN 'active' THEN 0 WHEN 'candidate' THEN 1 ELSE 2 END, "
         "r.created_episode DESC, rc.decision_id LIMIT 1",
         "SELECT rc.decision_id FROM memory_sources s JOIN memory_entries e "

@@ -10,7 +10,7 @@ steps valid and recorded by the asked clocks are kept (`reflexmem.recall.clocks`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 import sqlalchemy as sa
 
@@ -19,6 +19,7 @@ from adapters.tracking.context import model_version_url
 from reflexmem.ledger.structure_models import DecisionStructure, StructureBundle
 from reflexmem.recall.clocks import (
     Clocks,
+    Times,
     as_times,
     entry_times,
     skill_recorded_time,
@@ -155,10 +156,15 @@ def reflex_steps(
                 continue
             if not clocks.admits(times):
                 continue
-            model, mv = b["mlflow_model"], b["mlflow_version"]
-            url = model_version_url(ui_base, model, mv) if model and mv else None
-            steps.append(Step("structure", b["structure_id"], None, url, b, times))
+            steps.append(_structure_step(b["structure_id"], b, ui_base, times))
     return steps
+
+
+def _structure_step(structure_id: str, detail: dict[str, Any], ui_base: str, times: Times) -> Step:
+    """A `structure` step linked to its MLflow registered model version, if it has one."""
+    model, mv = detail["mlflow_model"], detail["mlflow_version"]
+    url = model_version_url(ui_base, model, mv) if model and mv else None
+    return Step("structure", structure_id, None, url, detail, times)
 
 
 def ran_under_steps(
@@ -197,7 +203,5 @@ def ran_under_steps(
             continue
         b["skill_versions"] = json_value(b["skill_versions"])
         b["ran_under"] = True
-        model, mv = b["mlflow_model"], b["mlflow_version"]
-        url = model_version_url(ui_base, model, mv) if model and mv else None
-        steps.append(Step("structure", b.pop("structure_id"), None, url, b, times))
+        steps.append(_structure_step(b.pop("structure_id"), b, ui_base, times))
     return steps

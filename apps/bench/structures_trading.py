@@ -56,7 +56,7 @@ from reflexmem.structures.trading_search import (
     time_sets,
     verdict,
 )
-from reflexmem.structures.winner import rebuild_winner
+from reflexmem.structures.winner import chosen
 
 DECISIONS = (1000, 10_000)
 RATIO_TARGET = 3.0
@@ -172,7 +172,7 @@ def bench_trading(n: int, seed: int = 0, planted: Planted | None = None) -> dict
     per_search = search_s / max(st.evaluated, 1)
 
     t1 = time.perf_counter()
-    winner = rebuild_winner(result).child if result.improved else result.winner.structure
+    winner = chosen(result)
     controls: Controls = run_controls(result, env, sets)
     rows = final_test(result, controls, env, sets, winner)
     controls_s = time.perf_counter() - t1

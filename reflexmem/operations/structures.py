@@ -34,7 +34,7 @@ from reflexmem.structures.search import SearchConfig, SearchResult, run_search
 from reflexmem.structures.trading_drift import win_baseline
 from reflexmem.structures.trading_ledger import trading_setup
 from reflexmem.structures.trading_search import edge_evidence, verdict
-from reflexmem.structures.winner import rebuild_winner
+from reflexmem.structures.winner import chosen, rebuild_winner
 
 FinalTest = list[dict[str, Any]]
 TRADING = "trading"
@@ -127,7 +127,7 @@ def control_and_test(
 ) -> tuple[Controls, FinalTest]:
     """The two controls, then the final test of the version the selection chose."""
     env, sets = _setup(res, environment, seed)
-    winner = rebuild_winner(result).child if result.improved else result.winner.structure
+    winner = chosen(result)
     controls = run_controls(result, env, sets)
     return controls, final_test(result, controls, env, sets, winner)
 
@@ -143,7 +143,7 @@ def weigh_edges(
         return None
     with res.engine.connect() as conn:
         env, sets, _ = trading_setup(conn, res.registry)
-    winner = rebuild_winner(result).child if result.improved else result.winner.structure
+    winner = chosen(result)
     rows = edge_evidence(winner, env, sets.test, result.config.cost_model)
     return {"edges": rows, "verdict": verdict(rows), "final_test_decisions": len(sets.test)}
 

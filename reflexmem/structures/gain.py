@@ -12,7 +12,7 @@ every edge of the chosen structure.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -69,17 +69,35 @@ def paired(a: np.ndarray, b: np.ndarray, confidence: float = CONFIDENCE) -> dict
     }
 
 
-def earns(model: CostModel, ev: Evaluation, base: Evaluation, tries: int = 1) -> bool:
+@dataclass(frozen=True)
+class Base:
+    """The structure candidates are tested against: its episodes' net values, once.
+
+    `tries` is how many candidates are tested against it (the Bonferroni count).
+    """
+
+    task_ids: tuple[str, ...]
+    values: np.ndarray = field(compare=False)
+    tries: int = 1
+
+    @classmethod
+    def of(cls, model: CostModel, ev: Evaluation, tries: int = 1) -> Base:
+        """The base of `ev` under `model` (no values where the model prices no value)."""
+        values = net_values(model, ev) if model.realized_value else np.zeros(0)
+        return cls(tuple(r.task_id for r in ev.results), values, tries)
+
+
+def earns(model: CostModel, ev: Evaluation, base: Base) -> bool:
     """Whether `ev` beats `base` (same episodes, same order) beyond noise.
 
-    One of `tries` candidates tested against the same base: the interval is widened to
-    `1 - (1 - CONFIDENCE) / tries` (Bonferroni), so that across them all a chance gain
-    is taken for a real one at most 5 % of the time. Always true where the model prices
-    no realized value (deterministic tasks: a lower cost is a real gain).
+    One of `base.tries` candidates tested against the same base: the interval is
+    widened to `1 - (1 - CONFIDENCE) / tries` (Bonferroni), so that across them all a
+    chance gain is taken for a real one at most 5 % of the time. Always true where the
+    model prices no realized value (deterministic tasks: a lower cost is a real gain).
     """
     if not model.realized_value:
         return True
-    if [r.task_id for r in ev.results] != [r.task_id for r in base.results]:
+    if tuple(r.task_id for r in ev.results) != base.task_ids:
         raise ValueError("paired gain needs the same episodes in the same order")
-    level = 1 - (1 - CONFIDENCE) / max(tries, 1)
-    return bool(paired(net_values(model, ev), net_values(model, base), level)["low"] > 0)
+    level = 1 - (1 - CONFIDENCE) / max(base.tries, 1)
+    return bool(paired(net_values(model, ev), base.values, level)["low"] > 0)

@@ -31,7 +31,7 @@ from typing import Any
 from reflexmem.structures.archive import Archive, ArchiveEntry
 from reflexmem.structures.cost import DEFAULT, CostModel
 from reflexmem.structures.evaluate import AnyEnvironment, Evaluation, replay
-from reflexmem.structures.gain import earns
+from reflexmem.structures.gain import Base, earns
 from reflexmem.structures.model import Structure
 from reflexmem.structures.mutations import (
     Mutation,
@@ -250,12 +250,11 @@ def score(
     config: SearchConfig,
     floors: dict[str, float],
     stats: SearchStats | None = None,
-    base: tuple[Evaluation, int] | None = None,
+    base: Base | None = None,
 ) -> Candidate:
     """Stage 3: replay on the selection set, price it, compare with the floors.
 
-    `base`: the selection replay of the candidate it came from and how many candidates
-    are tested against it (`gain.earns`).
+    `base`: the candidate it came from, whose gain it must beat (`gain.earns`).
     """
     ev = replay(structure, env, tasks)
     success = ev.success_by_family()
@@ -279,7 +278,7 @@ def score(
         cost,
         parts,
         below,
-        base is None or earns(config.cost_model, ev, *base),
+        base is None or earns(config.cost_model, ev, base),
     )
 
 
@@ -334,7 +333,8 @@ def run_search(
         for c, fz in zip(beam, members, strict=True):
             singles: list[Candidate] = []
             tried = list(generate(fz, members, log, stats, explore_edges=config.explore_edges))
-            tries = len(tried) + 1  # and the combination: the gain test's Bonferroni count
+            # Every child and the combination are tested against c (Bonferroni count).
+            base = Base.of(config.cost_model, c.evaluation, tries=len(tried) + 1)
             for m in tried:
                 fp = m.child.fingerprint()
                 if fp in cache or stats.evaluated >= config.max_evaluations:
@@ -343,7 +343,7 @@ def run_search(
                 sid = c.structure.structure_id
                 cand = score(
                     m.child, lineage, sid, gen, env, sets.selection, config, floors, stats,
-                    (c.evaluation, tries),
+                    base,
                 )  # fmt: skip
                 cache[fp] = cand
                 new.append(cand)
@@ -359,7 +359,7 @@ def run_search(
                 sid = c.structure.structure_id
                 cand = score(
                     combo.child, lineage, sid, gen, env, sets.selection, config, floors, stats,
-                    (c.evaluation, tries),
+                    base,
                 )  # fmt: skip
                 cache[cand.structure.fingerprint()] = cand
                 new.append(cand)

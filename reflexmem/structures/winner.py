@@ -27,3 +27,8 @@ def rebuild_winner(result: SearchResult) -> Mutation:
     if rebuilt.child.fingerprint() != result.winner.structure.fingerprint():
         raise RuntimeError("the winner's lineage does not reproduce the scored structure")
     return rebuilt
+
+
+def chosen(result: SearchResult) -> Structure:
+    """The version the selection chose: the rebuilt winner if it improved, else the parent."""
+    return rebuild_winner(result).child if result.improved else result.winner.structure

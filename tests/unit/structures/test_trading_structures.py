@@ -8,7 +8,7 @@ import pytest
 from reflexmem.structures.checks import static_checks
 from reflexmem.structures.cost import TRADING, total
 from reflexmem.structures.evaluate import count_episodes, replay
-from reflexmem.structures.gain import earns, net_values
+from reflexmem.structures.gain import Base, earns, net_values
 from reflexmem.structures.operators import add_edge
 from reflexmem.structures.search import SearchConfig, run_search
 from reflexmem.structures.trading import subgoal
@@ -98,11 +98,11 @@ def test_net_values_price_each_episode_as_the_cost_model_does() -> None:
     one_by_one = [-total(TRADING, count_episodes((r,))) for r in ev.results]
     assert np.allclose(net_values(TRADING, ev), one_by_one)
     # A structure never beats itself; the planted edge beats the isolated roles.
-    assert not earns(TRADING, ev, ev)
+    assert not earns(TRADING, ev, Base.of(TRADING, ev))
     lend = add_edge(
         root, "valuation", "momentum", ["checks"], "v-to-m", contract_fields={"checks": "string"}
     ).child
-    assert earns(TRADING, replay(lend, env, sets.selection), ev, tries=3)
+    assert earns(TRADING, replay(lend, env, sets.selection), Base.of(TRADING, ev, tries=3))
 
 
 def test_an_unhandled_role_escalates_and_is_priced() -> None:
