@@ -119,6 +119,11 @@ class Settings(BaseSettings):
     """Largest request body `reflexmem api` reads; a larger one gets 413 unparsed."""
     api_write_wait_s: float = Field(default=10.0, gt=0)
     """On SQLite, how long a write to `reflexmem api` waits for its turn before a 503."""
+    api_threads: int = Field(default=4, ge=1, le=256)
+    """Requests one `reflexmem api` process works on at once; the rest wait in arrival
+    order. A handful overlaps the store's round trips; dozens only queue on the
+    interpreter lock, where a request's latency is set by the scheduler, not by the
+    order it came in (docs/api.md, the concurrent benchmark)."""
     api_rate_per_s: float = Field(default=500.0, ge=0)
     """Requests a second one bearer token may send `reflexmem api` (0: no limit); past
     it, 429 with `Retry-After`. The default is above what this service serves on two

@@ -69,10 +69,11 @@ def _free_port() -> int:
 
 
 class PeakRss:
-    """Polls a process and its children's resident memory; the peak in MB."""
+    """Polls a process and its children: peak resident memory (MB), CPU seconds used."""
 
     def __init__(self, pid: int, every_s: float = 0.2) -> None:
         self.proc, self.every_s, self.peak = psutil.Process(pid), every_s, 0
+        self.cpu_s, self._cpu_start = 0.0, self._cpu()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -81,9 +82,17 @@ class PeakRss:
             try:
                 procs = [self.proc, *self.proc.children(recursive=True)]
                 self.peak = max(self.peak, sum(p.memory_info().rss for p in procs))
+                self.cpu_s = self._cpu() - self._cpu_start
             except psutil.Error:
                 pass
             self._stop.wait(self.every_s)
+
+    def _cpu(self) -> float:
+        try:
+            procs = [self.proc, *self.proc.children(recursive=True)]
+            return sum(sum(p.cpu_times()[:2]) for p in procs)
+        except psutil.Error:
+            return 0.0
 
     def __enter__(self) -> PeakRss:
         self._thread.start()
@@ -270,9 +279,10 @@ def run_bench(
         roles = load_registry().ids
         plan = payloads(roles, 2000, seed)
         with served(bench, token, tmp, server_workers) as (url, pid), PeakRss(pid) as rss:
-            started = time.perf_counter()
+            started, client_cpu = time.perf_counter(), time.process_time()
             tally = asyncio.run(load(url, token, plan, clients, writers, seconds))
             elapsed = time.perf_counter() - started
+            client_cpu = time.process_time() - client_cpu
         engine = make_engine(db_url)
         try:
             with engine.connect() as conn:
@@ -306,6 +316,8 @@ def run_bench(
         "record_p50_ms": _pcts(tally.latency["record"])["p50_ms"],
         "record_p99_ms": _pcts(tally.latency["record"])["p99_ms"],
         "peak_rss_mb": rss.mb,
+        "server_cpu_s": round(rss.cpu_s, 1),
+        "client_cpu_s": round(client_cpu, 1),
         "floor": {"what": "the same tools in process, one call at a time", **base},
         "transport": "HTTP/1.1 keep-alive on loopback; server: `reflexmem api --workers "
         f"{server_workers}` in its own process(es)",

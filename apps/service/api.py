@@ -21,10 +21,12 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
 from typing import Annotated, Any
 
+import anyio.to_thread
 import sqlalchemy as sa
 from fastapi import Body, FastAPI
 from fastapi.responses import JSONResponse
@@ -128,6 +130,17 @@ def app_from_settings() -> FastAPI:
     return create_app(build_resources(settings), settings, mode=runtime_mode())
 
 
+def _thread_limit(threads: int) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """A lifespan that caps the worker threads the (synchronous) endpoints run on."""
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        anyio.to_thread.current_default_thread_limiter().total_tokens = threads
+        yield
+
+    return lifespan
+
+
 def create_app(res: Resources, settings: Settings, mode: MemoryMode | None = None) -> FastAPI:
     """The agent API over `res`; `mode` (default: the settings') decides if recall exists.
 
@@ -138,6 +151,7 @@ def create_app(res: Resources, settings: Settings, mode: MemoryMode | None = Non
         raise ValueError("REFLEX_API_TOKEN is required: the agent API never runs without a token")
     mode = settings.role_memory_mode if mode is None else mode
     app = FastAPI(
+        lifespan=_thread_limit(settings.api_threads),
         title="Reflex Memory agent API",
         description="Record decisions, previews, executions and fills; consume a preview "
         "once; recall in active mode. No endpoint moves funds.",
@@ -148,9 +162,10 @@ def create_app(res: Resources, settings: Settings, mode: MemoryMode | None = Non
         tools.append("recall")
 
     @app.get("/v1/health", tags=["service"])
-    def health() -> dict[str, Any]:
-        """The service is up; its frozen mode and the tools it offers."""
-        return {"status": "ok", "mode": mode.value, "tools": tools}
+    async def health() -> dict[str, Any]:
+        """The service is up; its frozen mode, the tools it offers, requests worked at once."""
+        threads = anyio.to_thread.current_default_thread_limiter().total_tokens
+        return {"status": "ok", "mode": mode.value, "tools": tools, "threads": threads}
 
     embedded = res.engine.dialect.name == "sqlite"
     gate = WriteGate(settings.api_write_wait_s if embedded else None)

@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from reflexmem.ingest.checks import RAW, Check, checks, first_failure, value
 from reflexmem.ingest.schemas import SCHEMAS, Column, FileSchema
 
 ROW = "_row"
@@ -95,14 +96,6 @@ def first_broken_line(path: Path) -> int | None:
     return int(hits[0]) + 1 if hits.len() else None
 
 
-def _first_row(frame: pl.DataFrame, mask: pl.Series) -> int:
-    return int(frame.filter(mask)[ROW][0])
-
-
-def _sample(frame: pl.DataFrame, mask: pl.Series, name: str) -> str:
-    return repr(frame.filter(mask)[name][0])
-
-
 DAY_END = pl.duration(days=1, microseconds=-1)
 """Added to a bare date's midnight: the last microsecond of that UTC day."""
 
@@ -173,64 +166,6 @@ def _convert(source: pl.DataFrame, col: Column) -> pl.Expr:
     return pl.when(text == "").then(None).otherwise(text)
 
 
-def _check_json(frame: pl.DataFrame, name: str, path: Path) -> None:
-    text = pl.col(name).str.strip_chars()
-    bad = frame.select(
-        text.is_not_null() & (text != "null") & text.str.json_path_match("$").is_null()
-    ).to_series()
-    if bad.any():
-        row = _first_row(frame, bad)
-        raise IngestError(path, "is not valid JSON", row=row, column=name)
-
-
-NUL = "\x00"
-JSON_NUL = "\\u0000"
-"""A NUL written as a JSON escape: PostgreSQL cannot store it in text either."""
-
-
-def _fail(frame: pl.DataFrame, bad: pl.Series, col: Column, path: Path, why: str) -> None:
-    if bad.any():
-        raise IngestError(
-            path,
-            f"{_sample(frame, bad, col.name)} {why}",
-            row=_first_row(frame, bad),
-            column=col.name,
-        )
-
-
-def _check_value(
-    raw: pl.DataFrame, parsed: pl.DataFrame, col: Column, path: Path, *, ledger: bool
-) -> None:
-    """Refuse values no ledger row can hold.
-
-    NUL bytes in any text; for ledger kinds also non-finite numbers, fractional values
-    of integer columns and numbers below their column's minimum (market bars leave
-    those to their expectation suite, which quarantines the bar instead).
-    """
-    value = parsed[col.name]
-    if col.type in ("str", "json"):
-        nul = value.str.contains(NUL, literal=True).fill_null(False)
-        if col.type == "json":
-            nul = nul | value.str.contains(JSON_NUL, literal=True).fill_null(False)
-        _fail(parsed, nul, col, path, "contains a NUL byte")
-        return
-    if col.type not in ("float", "int") or not ledger:
-        return
-    source = raw[col.name]
-    if col.type == "int" and source.dtype.is_float():
-        whole = source.is_finite() & (source == source.floor()) & (source.abs() < 2.0**63)
-        fractional = source.is_not_null() & ~whole.fill_null(False)
-        _fail(raw, fractional, col, path, "is not a whole number")
-    if col.type == "float":
-        _fail(raw, value.is_not_null() & ~value.is_finite(), col, path, "is not a finite number")
-    if col.minimum is not None:
-        low = value < col.minimum
-        if col.exclusive:
-            low = low | (value == col.minimum)
-        bound = "greater than" if col.exclusive else "at least"
-        _fail(raw, low.fill_null(False), col, path, f"must be {bound} {col.minimum:g}")
-
-
 def coerce(
     raw: pl.DataFrame, schema: FileSchema, path: Path, *, first_row: int = 1
 ) -> pl.DataFrame:
@@ -252,62 +187,32 @@ def coerce(
     raw = raw.with_row_index(ROW, offset=first_row).with_columns(pl.col(ROW).cast(pl.Int64))
     if raw.height == 0:
         raise IngestError(path, "has no rows")
-    parsed = raw.select(
+    frame = raw.select(
+        ROW,
+        *[pl.col(name).alias(RAW + name) for name in raw.columns if name != ROW],
+        *[_convert(raw, c).alias(c.name) for c in schema.columns if c.name in raw.columns],
+    )
+    failed = first_failure(frame, checks(schema, raw.schema))
+    if failed is not None:
+        raise _refusal(frame, failed, path)
+    parsed = frame.select(
         ROW,
         *[
-            _convert(raw, c).alias(c.name)
-            if c.name in raw.columns
-            else pl.lit(c.default).alias(c.name)
+            value(c).alias(c.name) if c.name in raw.columns else pl.lit(c.default).alias(c.name)
             for c in schema.columns
         ],
     )
-    for col in schema.columns:
-        if col.name not in raw.columns:
-            continue
-        given = raw[col.name].is_not_null()
-        if raw.schema[col.name] == pl.String:
-            given = given & (raw[col.name].str.strip_chars() != "")
-        bad = given & parsed[col.name].is_null()
-        if bad.any():
-            raise IngestError(
-                path,
-                f"cannot parse {_sample(raw, bad, col.name)} as {col.type}",
-                row=_first_row(raw, bad),
-                column=col.name,
-            )
-        if col.default is not None:
-            parsed = parsed.with_columns(pl.col(col.name).fill_null(col.default))
-        _check_value(raw, parsed, col, path, ledger=schema.suite is None)
-        if col.max_length is not None:
-            long = parsed[col.name].str.len_chars() > col.max_length
-            if long.any():
-                raise IngestError(
-                    path,
-                    f"{_sample(parsed, long, col.name)} is longer than {col.max_length} characters",
-                    row=_first_row(parsed, long),
-                    column=col.name,
-                )
-        if col.required and not col.empty_ok:
-            absent = parsed[col.name].is_null()
-            if absent.any():
-                raise IngestError(
-                    path, "is empty but required", row=_first_row(parsed, absent), column=col.name
-                )
-        if col.enum is not None:
-            allowed = [m.value for m in col.enum]
-            off = parsed[col.name].is_not_null() & ~parsed[col.name].is_in(allowed)
-            if off.any():
-                raise IngestError(
-                    path,
-                    f"{_sample(parsed, off, col.name)} is not one of {', '.join(allowed)}",
-                    row=_first_row(parsed, off),
-                    column=col.name,
-                )
-        if col.type == "json":
-            _check_json(parsed, col.name, path)
     if schema.suite is None:
         _check_unique_key(parsed, schema, path)
     return parsed
+
+
+def _refusal(frame: pl.DataFrame, failed: Check, path: Path) -> IngestError:
+    """The error for the first row of `frame` that breaks `failed`, quoting its value."""
+    quote = pl.lit(None) if failed.quote is None else failed.quote
+    row, quoted = frame.filter(failed.bad).select(ROW, quote.alias("quote")).row(0)
+    message = failed.why.replace("{value}", repr(quoted))
+    return IngestError(path, message, row=int(row), column=failed.column)
 
 
 def _check_unique_key(parsed: pl.DataFrame, schema: FileSchema, path: Path) -> None:

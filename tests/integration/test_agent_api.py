@@ -366,3 +366,22 @@ def test_a_token_past_its_rate_gets_429_with_retry_after_and_nothing_is_written(
         assert scalar(engine, "SELECT COUNT(*) FROM trading_decisions") == 0
         time.sleep(1.1)  # one request's worth refilled
         assert client.post("/v1/decisions", json=DECISION).status_code == 200
+
+
+def test_the_service_works_on_as_many_requests_at_once_as_configured(engine: sa.Engine) -> None:
+    """More are queued in arrival order, not handed to dozens of threads (docs/api.md)."""
+    settings = Settings(api_token=SecretStr(TOKEN), role_memory_mode=MemoryMode.SHADOW)
+    assert settings.api_threads == 4
+    for threads in (1, 3):
+        configured = settings.model_copy(update={"api_threads": threads})
+        with (
+            LoopbackServer(create_app(make_resources(engine), configured)) as url,
+            httpx.Client(base_url=url, headers=AUTH, timeout=60) as client,
+        ):
+            assert client.get("/v1/health").json()["threads"] == threads
+            again = client.post("/v1/decisions", json=DECISION)  # stored once, then unchanged
+            other = client.post(
+                "/v1/decisions", json={**DECISION, "decision_id": f"api-t{threads}"}
+            )
+            assert (again.status_code, other.status_code) == (200, 200)
+    assert scalar(engine, "SELECT COUNT(*) FROM trading_decisions") == 3
