@@ -98,17 +98,28 @@ class StagedFile:
     stage: str | None
 
 
-def _create_stage(conn: sa.Connection, schema: FileSchema, stage: str) -> None:
+def _create_stage(
+    conn: sa.Connection, schema: FileSchema, stage: str, *, reuse: bool = False
+) -> None:
+    """An empty temporary table shaped like `schema`'s table, plus the file row number.
+
+    `reuse`: keep a stage this connection made before (the caller empties it after use).
+    A few rows recorded through the agent API would otherwise create and drop a table
+    per request: on PostgreSQL each is a write to the system catalogs and a cache
+    invalidation every other session must process, which showed as stalls of a few
+    hundred milliseconds under concurrent recall (docs/api.md).
+    """
     q = quote_ident(conn, stage)
-    conn.execute(sa.text(f"DROP TABLE IF EXISTS {q}"))
+    if not reuse:
+        conn.execute(sa.text(f"DROP TABLE IF EXISTS {q}"))
     select = ", ".join(quote_ident(conn, c) for c in table_columns(schema))
     conn.execute(
         sa.text(
-            f"CREATE TEMPORARY TABLE {q} AS SELECT {select} FROM "
+            f"CREATE TEMPORARY TABLE {'IF NOT EXISTS ' if reuse else ''}{q} AS SELECT "
+            f"{select}, CAST(NULL AS INTEGER) AS {ROW} FROM "
             f"{quote_ident(conn, schema.table)} WHERE 1 = 0"
         )
     )
-    conn.execute(sa.text(f"ALTER TABLE {q} ADD COLUMN {ROW} INTEGER"))
 
 
 def _stage_file(
@@ -215,9 +226,17 @@ def _append_new(conn: sa.Connection, schema: FileSchema, stage: str) -> int:
 
 
 def _apply_staged(
-    conn: sa.Connection, file: StagedFile, report: IngestReport, chunk_rows: int
+    conn: sa.Connection,
+    file: StagedFile,
+    report: IngestReport,
+    chunk_rows: int,
+    *,
+    reuse: bool = False,
 ) -> None:
-    """Check the staged rows against themselves and the ledger, append the new keys."""
+    """Check the staged rows against themselves and the ledger, append the new keys.
+
+    The stage is dropped after, or only emptied when it is to be `reuse`d.
+    """
     stage = file.stage
     assert stage is not None
     kind = file.schema.kind
@@ -228,7 +247,8 @@ def _apply_staged(
         conn, file.path, file.schema, stage, chunk_rows=chunk_rows
     )
     report.added[kind] += _append_new(conn, file.schema, stage)
-    conn.execute(sa.text(f"DROP TABLE {quote_ident(conn, stage)}"))
+    emptied = "DELETE FROM" if reuse else "DROP TABLE"
+    conn.execute(sa.text(f"{emptied} {quote_ident(conn, stage)}"))
 
 
 def load_records(
@@ -247,10 +267,10 @@ def load_records(
     for i, file in enumerate(ordered):
         stage = f"stage_{file.schema.kind}_record_{i}"
         frame = _prepare(file.path, file.schema, file.frame)
-        _create_stage(conn, file.schema, stage)
+        _create_stage(conn, file.schema, stage, reuse=True)
         bulk_insert(conn, stage, frame.select([*table_columns(file.schema), ROW]))
         staged = StagedFile(file.path, file.schema, file.sha256, frame.height, stage)
-        _apply_staged(conn, staged, report, chunk_rows)
+        _apply_staged(conn, staged, report, chunk_rows, reuse=True)
     return report
 
 

@@ -136,6 +136,12 @@ def test_bad_input_is_422_naming_the_field_and_writes_nothing(
     assert _detail(orphan)["loc"] == ["body", "decision_id"]
     assert scalar(engine, "SELECT COUNT(*) FROM trading_decisions") == 0
     assert scalar(engine, "SELECT COUNT(*) FROM trade_previews") == 0
+    # A refusal after staging leaves nothing staged: the next records land alone.
+    for _ in range(3):
+        assert api.post("/v1/decisions", json=DECISION).status_code == 200
+        assert api.post("/v1/previews", json=PREVIEW).status_code == 200
+    assert scalar(engine, "SELECT COUNT(*) FROM trading_decisions") == 1
+    assert scalar(engine, "SELECT COUNT(*) FROM trade_previews") == 1
     # A body that is not an object or a list of objects: FastAPI's own 422.
     assert api.post("/v1/decisions", json="a decision").status_code == 422
     no_decision = api.post("/v1/previews/api-p1/consume", json={})
