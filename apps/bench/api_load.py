@@ -5,6 +5,8 @@ on the registered roles), starts `reflexmem api` as its own process on a free lo
 port in active mode, and for `seconds` runs `clients` recall clients and `writers`
 writer clients, each a coroutine on its own keep-alive connection sending its next
 request as soon as the last was answered. A writer records one new decision per request.
+The clients share the server's machine, so they are lean (`apps/bench/http_client.py`):
+their CPU seconds are printed beside the server's.
 
 Reported: answers by status code and endpoint, connections dropped (a transport error,
 including a timeout), requests per second, p50 / p99 per endpoint, writes acknowledged
@@ -17,6 +19,7 @@ concurrency), what the service adds everything on top of.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
 import subprocess
@@ -35,6 +38,7 @@ import psutil
 import sqlalchemy as sa
 
 from adapters.db import make_engine
+from apps.bench.http_client import Answer, KeepAliveClient, ProtocolError
 from apps.bench.recall_api import payloads, served_store
 from apps.service import agent_tools
 from apps.service.agent_tools import RecallRequest
@@ -43,6 +47,7 @@ from reflexmem.settings import MemoryMode, Settings
 
 PREFIX = "bench-api-"
 STARTUP_S = 120.0
+REQUEST_TIMEOUT_S = 60.0
 FLOOR_OPS = 200
 
 
@@ -158,7 +163,7 @@ class Tally:
         self.acknowledged = 0
         self.retry_after_missing = 0
 
-    def seen(self, endpoint: str, response: httpx.Response, ms: float) -> None:
+    def seen(self, endpoint: str, response: Answer, ms: float) -> None:
         """One answer."""
         self.status[f"{response.status_code}"] += 1
         self.latency[endpoint].append(ms)
@@ -167,7 +172,7 @@ class Tally:
 
 
 async def _loop(
-    client: httpx.AsyncClient, tally: Tally, deadline: float, endpoint: str, bodies: Any
+    client: KeepAliveClient, tally: Tally, deadline: float, endpoint: str, bodies: Any
 ) -> None:
     path = "/v1/recall" if endpoint == "recall" else "/v1/decisions"
     for body in bodies:
@@ -175,8 +180,9 @@ async def _loop(
             return
         start = time.perf_counter()
         try:
-            response = await client.post(path, json=body)
-        except httpx.TransportError:
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                response = await client.post(path, body)
+        except (ProtocolError, TimeoutError):
             tally.dropped += 1
             continue
         tally.seen(endpoint, response, (time.perf_counter() - start) * 1000.0)
@@ -203,12 +209,7 @@ async def load(
     tally = Tally()
     deadline = time.monotonic() + seconds
     headers = {"Authorization": f"Bearer {token}"}
-    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-    timeout = httpx.Timeout(60.0)
-    opened = [
-        httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=timeout)
-        for _ in range(clients + writers)
-    ]
+    opened = [KeepAliveClient(url, headers) for _ in range(clients + writers)]
     try:
         jobs = [
             _loop(opened[c], tally, deadline, "recall", _cycle(plan[c::clients] or plan))
@@ -279,8 +280,13 @@ def run_bench(
         roles = load_registry().ids
         plan = payloads(roles, 2000, seed)
         with served(bench, token, tmp, server_workers) as (url, pid), PeakRss(pid) as rss:
+            gc.collect()
+            gc.freeze()  # the store built above is not the clients' garbage to walk
             started, client_cpu = time.perf_counter(), time.process_time()
-            tally = asyncio.run(load(url, token, plan, clients, writers, seconds))
+            try:
+                tally = asyncio.run(load(url, token, plan, clients, writers, seconds))
+            finally:
+                gc.unfreeze()
             elapsed = time.perf_counter() - started
             client_cpu = time.process_time() - client_cpu
         engine = make_engine(db_url)

@@ -181,11 +181,13 @@ class RecallLog(Base):
     The policy was Thompson-sampled from the namespace's bandit when the agent asked;
     when that decision's case is later recorded as an episode, its outcome credits this
     policy. `hits` keeps the IDs returned, so a reviewer can see what the agent was shown.
+    `step` numbers the namespace's recalls (one past its last; it seeds the draw).
     `decision_id` is not a foreign key: an agent recalls *before* it records the
     decision the recall informs.
     """
 
     __tablename__ = "recall_log"
+    __table_args__ = (sa.Index("ix_recall_log_namespace_step", "namespace", "step"),)
 
     recall_id: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
     namespace: Mapped[str] = mapped_column(NAMESPACE)

@@ -81,6 +81,16 @@ class _Ask:
     policy: str | None
 
 
+LAST_STEP = sa.select(sa.func.max(LOG.c.step)).where(LOG.c.namespace == sa.bindparam("namespace"))
+"""The namespace's last recall step: an index lookup (namespace, step) at any log size."""
+
+
+def next_step(conn: sa.Connection, namespace: str) -> int:
+    """The step of the namespace's next recall: one past its last (0 for its first)."""
+    last = conn.execute(LAST_STEP, {"namespace": namespace}).scalar_one()
+    return 0 if last is None else int(last) + 1
+
+
 def _recall_on(
     conn: sa.Connection,
     res: Resources,
@@ -93,11 +103,7 @@ def _recall_on(
     if ask.policy is not None and ask.policy not in known:
         raise KeyError(f"namespace {namespace!r} has no retrieval policy {ask.policy!r}")
     recall_id = f"rc-{uuid.uuid4().hex[:20]}"
-    served = int(
-        conn.execute(
-            sa.select(sa.func.count()).select_from(LOG).where(LOG.c.namespace == namespace)
-        ).scalar_one()
-    )
+    served = next_step(conn, namespace)
     if ask.policy is None:
         chosen = ledger.select_policy_on(conn, namespace, served, known)
     else:

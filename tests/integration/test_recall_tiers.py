@@ -9,9 +9,10 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from reflexmem.ledger.enums import Tier
+from reflexmem.ledger.memory_models import RecallLog
 from reflexmem.memory.ledger_agents import MemoryLedger
 from reflexmem.operations import memory, reflection
-from reflexmem.operations.recall import recall
+from reflexmem.operations.recall import LAST_STEP, next_step, recall
 from reflexmem.recall import RecallConstraints
 from tests.support import make_resources, mature_and_evaluate, registry, scalar, seed_ledger
 
@@ -121,6 +122,9 @@ def test_the_bandit_picks_the_policy_and_the_outcome_credits_it(
     known = {p.name for p in MemoryLedger(engine).policies(NS)}
     assert set(chosen) <= known
     assert scalar(engine, "SELECT COUNT(*) FROM recall_log WHERE namespace = 'role:momentum'") == 10
+    with engine.connect() as conn:
+        steps = conn.execute(sa.text("SELECT step FROM recall_log ORDER BY step")).scalars()
+        assert list(steps) == list(range(10))  # each recall one past the namespace's last
     report = memory.record_episodes(res, ROLE)
     assert report.recorded >= 25  # the ten recalled decisions are past the warm-up
     expected: dict[str, int] = {}
@@ -130,3 +134,31 @@ def test_the_bandit_picks_the_policy_and_the_outcome_credits_it(
     pulls = MemoryLedger(engine).pulls(NS)
     assert sum(pulls.values()) == 10
     assert registry().get(ROLE)
+
+
+def test_a_recall_finds_its_step_by_index_however_long_the_log(engine: sa.Engine) -> None:
+    """The step was a count of the namespace's log, a scan growing with every recall."""
+    rows = [
+        {
+            "recall_id": f"r{ns}-{i}",
+            "namespace": f"role:n{ns}",
+            "policy": "full_detailed",
+            "step": i,
+            "hits": [],
+            "recalled_at": datetime(2025, 1, 2, tzinfo=UTC),
+        }
+        for ns in range(4)
+        for i in range(5_000)
+    ]
+    with engine.begin() as conn:
+        conn.execute(sa.insert(RecallLog), rows)
+        if engine.dialect.name == "postgresql":
+            conn.exec_driver_sql("ANALYZE recall_log")
+    with engine.connect() as conn:
+        assert next_step(conn, "role:n2") == 5_000
+        assert next_step(conn, "role:none") == 0
+        stmt = LAST_STEP.params(namespace="role:n2")
+        query = str(stmt.compile(engine, compile_kwargs={"literal_binds": True}))
+        explain = "EXPLAIN " if engine.dialect.name == "postgresql" else "EXPLAIN QUERY PLAN "
+        plan = " ".join(str(r) for r in conn.exec_driver_sql(explain + query))
+    assert "ix_recall_log_namespace_step" in plan, plan
