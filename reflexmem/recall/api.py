@@ -41,7 +41,7 @@ from reflexmem.recall.fts import (
     SQLITE_MATCH_CAP,
     candidate_query,
     slice_query,
-    sqlite_text_scores,
+    text_scores,
 )
 from reflexmem.recall.hit import RecallHit
 from reflexmem.recall.memory_hits import episode_valid_times, memory_hits
@@ -118,14 +118,14 @@ def _sqlite_small_slice(
 
     The B-tree slice is read whole when it holds at most `SQLITE_MATCH_CAP` cases; its
     rows without any query term are dropped, leaving what the FTS5 MATCH would return
-    (the IDF of `sqlite_text_scores` is over those). None: use the FTS5 index.
+    (as `text_scores` would score 0). None: use the FTS5 index.
     """
     if conn.dialect.name != "sqlite" or not terms:
         return None
     rows = list(conn.execute(*slice_query(c, SQLITE_MATCH_CAP + 1)).mappings())
     if len(rows) > SQLITE_MATCH_CAP:
         return None
-    scores = sqlite_text_scores(rows, terms)
+    scores = text_scores(rows, terms)
     return [r for r, s in zip(rows, scores, strict=True) if s > 0]
 
 
@@ -163,8 +163,8 @@ def recall(
             if want_cases
             else []
         )
-    if dialect == "sqlite" and terms:
-        scores = sqlite_text_scores(fetched, terms)
+    if terms:
+        scores = text_scores(fetched, terms)
         best = sorted(range(len(fetched)), key=lambda i: -scores[i])[:size]
         for i in best:
             rows[str(fetched[i]["case_id"])] = {**fetched[i], "text_score": scores[i]}

@@ -4,13 +4,12 @@ SQLite: the contentless FTS5 table `role_cases_fts` (migration 0002). Its `facet
 column holds one token per (role, state[, symbol][, scenario]) combination, so the
 MATCH intersects the posting list of exactly the constrained slice with the query
 terms instead of visiting every case that mentions a common word; the facet column has
-no weight, so it only narrows, never scores. The matches are scored in Python by
-IDF-weighted coverage over the matched batch (`sqlite_text_scores`), because FTS5's
-bm25 computes its document frequencies by walking each term's entire posting list.
-PostgreSQL: the stored `search` tsvector, matched with `@@` on the slice the B-tree
-filters find and ranked by `ts_rank_cd` (no text index: no plan used one). On both,
-the full constraint predicates of `constraints.case_filters` are in the WHERE clause:
-the index narrows, SQL decides.
+no weight, so it only narrows, never scores. PostgreSQL: the stored `search` tsvector,
+matched with `@@` on the slice the B-tree filters find, pre-ranked by `ts_rank_cd` (no
+text index: no plan used one). On both, the full constraint predicates of
+`constraints.case_filters` are in the WHERE clause (the index narrows, SQL decides), and
+the matches are scored in Python by one function, `text_scores` (BM25 term frequency),
+so both backends rank alike.
 """
 
 from __future__ import annotations
@@ -34,10 +33,13 @@ from reflexmem.recall.constraints import (
 from reflexmem.recall.query import fts5_terms, tsquery_terms
 
 FTS_TABLE = "role_cases_fts"
-SQLITE_MATCH_CAP = 1000
-"""SQLite: at most this many constrained matches (the newest) are text-scored."""
-LESSON_WEIGHT = 1.0
-CONTEXT_WEIGHT = 0.5
+TEXT_SCORE_CAP = 1000
+"""With query terms, at most this many constrained matches (the best by the index's
+order: newest on SQLite, `ts_rank_cd` on PostgreSQL) are scored by `text_scores`."""
+SQLITE_MATCH_CAP = TEXT_SCORE_CAP
+BM25_K1 = 1.2
+BM25_B = 0.75
+"""BM25's customary term-frequency saturation and length normalisation."""
 PG_CONFIG = "english"
 
 _US = "\x1f"
@@ -93,13 +95,13 @@ def candidate_query(dialect: str, c: RecallConstraints, terms: Sequence[str], li
     params = case_params(c)
     key = (dialect, case_shape(c), bool(terms))
     if dialect == "sqlite":
-        # No bm25 here: its document frequencies come from walking each term's whole
-        # posting list (tens of ms for a word in most cases). FTS5 matches the slice;
-        # `sqlite_text_scores` scores the (at most SQLITE_MATCH_CAP newest) matches.
-        cap = max(limit, SQLITE_MATCH_CAP) if terms else limit
+        # No FTS5 bm25 here: its document frequencies come from walking each term's
+        # whole posting list (tens of ms for a word in most cases). FTS5 matches the
+        # slice; `text_scores` scores the (at most TEXT_SCORE_CAP newest) matches.
+        cap = max(limit, TEXT_SCORE_CAP) if terms else limit
         params |= {"fts_match": sqlite_match(c, terms), "c_limit": cap}
         return _once(key, lambda: _sqlite_candidates(c)), params
-    params["c_limit"] = limit
+    params["c_limit"] = max(limit, TEXT_SCORE_CAP) if terms else limit
     if terms:
         params["tsq"] = tsquery_terms(tuple(terms))
     return _once(key, lambda: _pg_candidates(c, bool(terms))), params
@@ -170,11 +172,15 @@ def rebuild_sqlite_fts(conn: sa.Connection) -> int:
     return int(result.rowcount or 0)
 
 
-def sqlite_text_scores(rows: Sequence[Any], terms: Sequence[str]) -> list[float]:
-    """IDF-weighted query coverage of each row (lesson hits 1, other text 0.5).
+def text_scores(rows: Sequence[Any], terms: Sequence[str]) -> list[float]:
+    """Each row's BM25 term-frequency score for the query terms, without IDF.
 
-    idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)) over the N matched rows, as in
-    `reflexmem.memory.ranking.TokenOverlapMatcher`; the result is in [0, 1].
+    A term counts every time it occurs in the lesson and in the decision text (with
+    symbol and scenario), saturating as BM25 does (`BM25_K1`) and normalised by the
+    row's length against the batch's mean (`BM25_B`). There is no IDF: computed over the
+    matched batch (a role and symbol slice of a few dozen cases) it is noise, and it
+    ranked worse than none on the validation seed of the relevance benchmark
+    (docs/recall.md). 0 when no term occurs.
     """
     from reflexmem.memory.ranking import tokenize
 
@@ -182,17 +188,17 @@ def sqlite_text_scores(rows: Sequence[Any], terms: Sequence[str]) -> list[float]
     if not rows or not wanted:
         return [0.0] * len(rows)
     index = {t: i for i, t in enumerate(wanted)}
-    n = len(rows)
-    weights = np.zeros((n, len(wanted)))
+    tf = np.zeros((len(rows), len(wanted)))
+    length = np.zeros(len(rows))
     for r, row in enumerate(rows):
-        for tok in tokenize(f"{row['decision_text']} {row['symbol']} {row['scenario'] or ''}"):
+        tokens = tokenize(
+            f"{row['lesson'] or ''} {row['decision_text']} {row['symbol']} {row['scenario'] or ''}"
+        )
+        length[r] = len(tokens)
+        for tok in tokens:
             j = index.get(tok)
             if j is not None:
-                weights[r, j] = CONTEXT_WEIGHT
-        for tok in tokenize(row["lesson"] or ""):
-            j = index.get(tok)
-            if j is not None:
-                weights[r, j] = LESSON_WEIGHT
-    df = (weights > 0).sum(axis=0).astype(np.float64)
-    idf = np.log1p((n - df + 0.5) / (df + 0.5))
-    return [float(x) for x in (weights @ idf) / idf.sum()]
+                tf[r, j] += 1.0
+    norm = 1.0 - BM25_B + BM25_B * length / max(float(length.mean()), 1.0)
+    saturated = tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * norm[:, None])
+    return [float(x) for x in saturated.sum(axis=1)]
