@@ -5,8 +5,8 @@ column holds one token per (role, state[, symbol][, scenario]) combination, so t
 MATCH intersects the posting list of exactly the constrained slice with the query
 terms instead of visiting every case that mentions a common word; the facet column has
 no weight, so it only narrows, never scores. PostgreSQL: the stored `search` tsvector,
-matched with `@@` on the slice the B-tree filters find, pre-ranked by `ts_rank_cd` (no
-text index: no plan used one). On both, the full constraint predicates of
+matched with `@@` on the slice the B-tree filters find (no text index: no plan used
+one). Both take the newest `TEXT_SCORE_CAP` matches. On both, the full constraint predicates of
 `constraints.case_filters` are in the WHERE clause (the index narrows, SQL decides), and
 the matches are scored in Python by one function, `text_scores` (BM25 term frequency),
 so both backends rank alike.
@@ -34,8 +34,8 @@ from reflexmem.recall.query import fts5_terms, tsquery_terms
 
 FTS_TABLE = "role_cases_fts"
 TEXT_SCORE_CAP = 1000
-"""With query terms, at most this many constrained matches (the best by the index's
-order: newest on SQLite, `ts_rank_cd` on PostgreSQL) are scored by `text_scores`."""
+"""With query terms, at most this many constrained matches (the newest) are scored by
+`text_scores`; a role-and-symbol slice holds far fewer."""
 SQLITE_MATCH_CAP = TEXT_SCORE_CAP
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -121,18 +121,14 @@ def _sqlite_candidates(c: RecallConstraints) -> sa.Select[Any]:
 
 def _pg_candidates(c: RecallConstraints, with_terms: bool) -> sa.Select[Any]:
     filters = case_filters(c)
+    stmt = _base_select([sa.literal(None).label("text_score")], rc).where(*filters)
     if with_terms:
         tsq = sa.func.to_tsquery(
             sa.literal_column(f"'{PG_CONFIG}'::regconfig"),
             sa.bindparam("tsq", type_=sa.String),
         )
-        search: sa.ColumnElement[Any] = sa.literal_column("role_cases.search")
-        score = sa.func.ts_rank_cd(search, tsq).label("text_score")
-        stmt = _base_select([score], rc).where(search.op("@@")(tsq), *filters)
-    else:
-        stmt = _base_select([sa.literal(None).label("text_score")], rc).where(*filters)
-    order: list[Any] = [sa.literal_column("text_score").desc()] if with_terms else []
-    return stmt.order_by(*order, rc.c.decided_at.desc(), rc.c.case_id).limit(_LIMIT)
+        stmt = stmt.where(sa.literal_column("role_cases.search").op("@@")(tsq))
+    return stmt.order_by(rc.c.decided_at.desc(), rc.c.case_id).limit(_LIMIT)
 
 
 def slice_query(c: RecallConstraints, limit: int) -> Query:
