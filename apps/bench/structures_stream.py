@@ -18,7 +18,7 @@ build their two-role stream from this module, so both read the same generator.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -63,14 +63,8 @@ class Planted:
         return f"{module_id(self.holder)}->{module_id(self.victim)}"
 
     def to_dict(self) -> dict[str, object]:
-        """Plain form."""
-        return {
-            "victim": self.victim,
-            "symbol": self.symbol,
-            "holder": self.holder,
-            "loss": self.loss,
-            "edge": self.edge,
-        }
+        """Plain form: the fields and the edge."""
+        return {**asdict(self), "edge": self.edge}
 
 
 def confirmed_rule(condition: str, shift: float, namespace: str = "role:momentum") -> MemoryEntry:
