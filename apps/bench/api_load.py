@@ -73,31 +73,32 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _cpu(procs: list[psutil.Process]) -> float:
+    """User plus system CPU seconds of `procs` so far."""
+    return sum(sum(p.cpu_times()[:2]) for p in procs)
+
+
 class PeakRss:
     """Polls a process and its children: peak resident memory (MB), CPU seconds used."""
 
     def __init__(self, pid: int, every_s: float = 0.2) -> None:
         self.proc, self.every_s, self.peak = psutil.Process(pid), every_s, 0
-        self.cpu_s, self._cpu_start = 0.0, self._cpu()
+        self.cpu_s, self._cpu_start = 0.0, _cpu(self._procs())
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _procs(self) -> list[psutil.Process]:
+        return [self.proc, *self.proc.children(recursive=True)]
 
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                procs = [self.proc, *self.proc.children(recursive=True)]
+                procs = self._procs()
                 self.peak = max(self.peak, sum(p.memory_info().rss for p in procs))
-                self.cpu_s = self._cpu() - self._cpu_start
+                self.cpu_s = _cpu(procs) - self._cpu_start
             except psutil.Error:
                 pass
             self._stop.wait(self.every_s)
-
-    def _cpu(self) -> float:
-        try:
-            procs = [self.proc, *self.proc.children(recursive=True)]
-            return sum(sum(p.cpu_times()[:2]) for p in procs)
-        except psutil.Error:
-            return 0.0
 
     def __enter__(self) -> PeakRss:
         self._thread.start()

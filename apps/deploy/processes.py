@@ -54,6 +54,7 @@ def start_process(name: str, cmd: list[str], env: dict[str, str], logs: Path) ->
         proc = subprocess.Popen(
             cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
+    _until_it_shows(proc, cmd)
     return {
         "pid": proc.pid,
         "pgid": proc.pid,
@@ -61,6 +62,23 @@ def start_process(name: str, cmd: list[str], env: dict[str, str], logs: Path) ->
         "cmd": cmd,
         "log": str(log),
     }
+
+
+def _until_it_shows(proc: subprocess.Popen[bytes], cmd: list[str], wait_s: float = 5.0) -> None:
+    """Wait (bounded) until the new process shows `cmd` as its command line.
+
+    Right after the exec the kernel may still report an empty command line; a record
+    taken then could not be recognised (`is_ours`) until it was, seen under a loaded
+    machine in the stepped-clock test.
+    """
+    deadline = time.monotonic() + wait_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            if _same_command(psutil.Process(proc.pid), cmd):
+                return
+        except psutil.Error:
+            return
+        time.sleep(0.01)
 
 
 def _same_command(proc: psutil.Process, cmd: list[str]) -> bool:

@@ -42,7 +42,8 @@ def net_values(model: CostModel, ev: Evaluation) -> np.ndarray:
     runtimes = sorted({rt for r in results for rt, _ in r.runs})
     counters = episode_counters(results).astype(float)
     prices = np.array([_unit_price(model, **{name: 1}) for name in COUNTERS])
-    runs = np.array([[dict(r.runs).get(rt, 0) for rt in runtimes] for r in results], dtype=float)
+    per_episode = [dict(r.runs) for r in results]
+    runs = np.array([[d.get(rt, 0) for rt in runtimes] for d in per_episode], dtype=float)
     run_prices = np.array([_unit_price(model, runs={rt: 1}) for rt in runtimes])
     value = np.array([r.value for r in results], dtype=float)
     cost = counters @ prices + value * _unit_price(model, realized=1.0)
