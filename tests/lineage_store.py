@@ -2,7 +2,7 @@
 
 Built with the operations exactly as `make demo` builds its store (bars through the
 `bars` ingest, a decision stream, the learning cycle with the real MLflow tracker, one
-seed of the AEL benchmark with its JSON and plots), on 3,000 decisions (enough for a
+seed of the AEL benchmark with its JSON and plots), on 4,000 decisions (enough for a
 procedural rule to form), so the notebook, report and browser tests share one store
 built in well under a minute.
 """
@@ -22,7 +22,7 @@ from reflexmem.settings import Settings
 from tests.support import AS_OF, migrated, seed_ledger
 
 
-def build_store(home: Path, decisions: int = 3000) -> tuple[Settings, CycleReport]:
+def build_store(home: Path, decisions: int = 4000) -> tuple[Settings, CycleReport]:
     """Migrate, ingest, run one cycle and one AEL seed under `home`; settings and report."""
     settings = Settings(home=home, database_url=None, mlflow_tracking_uri=None, artifact_root=None)
     res = migrated(settings)

@@ -26,6 +26,7 @@ import polars as pl
 
 from reflexmem.ledger.enums import EntryState
 from reflexmem.ledger.reflex_enums import SkillState
+from reflexmem.memory.blocks import MIN_BLOCKS, PairBlocks
 from reflexmem.memory.contrast import Moments, contrast
 from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.rule_entries import pattern_entry, rule_entry
@@ -70,13 +71,20 @@ class Planted:
 def confirmed_rule(condition: str, shift: float, namespace: str = "role:momentum") -> MemoryEntry:
     """A rule through the production builders: formed, then confirmed on later episodes.
 
-    Carriers' outcome scores are shifted by `shift` (negative: an avoid-rule).
+    Carriers' outcome scores are shifted by `shift` (negative: an avoid-rule), spread
+    evenly over the fewest blocks a contrast takes.
     """
     rng = np.random.default_rng(7)
-    carriers = Moments.of(rng.normal(shift, 0.5, 80))
-    rest = Moments.of(rng.normal(0.0, 0.5, 400))
-    pattern = pattern_entry(namespace, condition, carriers, rest, None, (), 480, 10, 0.01)
-    formed = contrast(carriers, rest)
+    inside, outside = rng.normal(shift, 0.5, 80), rng.normal(0.0, 0.5, 400)
+    carriers, rest = Moments.of(inside), Moments.of(outside)
+    spread = zip(
+        np.array_split(inside, MIN_BLOCKS), np.array_split(outside, MIN_BLOCKS), strict=True
+    )
+    blocks = PairBlocks().add(
+        (k, len(a), float(a.sum()), len(b), float(b.sum())) for k, (a, b) in enumerate(spread)
+    )
+    pattern = pattern_entry(namespace, condition, carriers, rest, None, (), 480, 10, 0.01, blocks)
+    formed = blocks.contrast(carriers, rest)
     if formed is None:
         raise ValueError(f"no contrast for {condition!r}")
     direction = 1 if formed.effect > 0 else -1

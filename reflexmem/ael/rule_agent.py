@@ -52,6 +52,7 @@ from reflexmem.ael.rules import RULE_FAMILY, Rule
 from reflexmem.memory.cycle import EpisodeInput
 from reflexmem.memory.loop import EpisodeReport, LearningLoop
 from reflexmem.memory.merge import MergeConfig
+from reflexmem.memory.outcome_rules import RuleConfig
 from reflexmem.memory.policies import FULL_DETAILED, default_policies
 from reflexmem.memory.schedule import LearningSchedule
 from reflexmem.memory.store import InMemoryStore
@@ -93,7 +94,12 @@ class RuleAgent:
         policies = default_policies() if self.variant.bandit else (FULL_DETAILED,)
         self.policy_names = tuple(p.name for p in policies)
         self.store = InMemoryStore()
-        self.schedule = LearningSchedule(warmup_episodes=self.variant.warmup, distill=MergeConfig())
+        # One block of bars is one market draw: the episodes it writes (one per rule
+        # under full information) are one block of every contrast (memory/blocks.py).
+        drawn = len(rules) if self.variant.full_information else 1
+        self.schedule = LearningSchedule(
+            warmup_episodes=self.variant.warmup, distill=MergeConfig(rules=RuleConfig(block=drawn))
+        )
         seeds = rng.integers(0, 2**63 - 1, size=len(REGIMES))
         self.loops = tuple(
             LearningLoop(

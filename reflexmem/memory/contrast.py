@@ -171,7 +171,25 @@ def contrast(inside: Moments, outside: Moments, *, direction: int = 0) -> Contra
         outside.total / outside.n,
         outside.variance or 0.0,
     )
-    d, tt, dof = float(diff), float(t), float(df)
+    return result(
+        inside, outside, float(diff), float(low), float(high), float(t), float(df), direction
+    )
+
+
+def result(
+    inside: Moments,
+    outside: Moments,
+    d: float,
+    low: float,
+    high: float,
+    tt: float,
+    dof: float,
+    direction: int,
+) -> Contrast:
+    """The contrast's figures from its difference, interval, t and degrees of freedom.
+
+    Shared with the block-clustered contrast (:mod:`reflexmem.memory.blocks`).
+    """
     if math.isnan(tt):
         p = 1.0
     elif direction == 0:
@@ -186,8 +204,8 @@ def contrast(inside: Moments, outside: Moments, *, direction: int = 0) -> Contra
         loss_in=float(inside.loss_rate or 0.0),
         loss_out=float(outside.loss_rate or 0.0),
         effect=d,
-        ci_low=float(low),
-        ci_high=float(high),
+        ci_low=low,
+        ci_high=high,
         p_value=min(1.0, max(0.0, p)),
     )
 

@@ -24,7 +24,13 @@ A **procedural rule** goes through three steps:
    part. The k-th such test of a namespace is held to level ``q * 6 / (pi^2 k^2)``
    (:func:`reflexmem.memory.contrast.spent_alpha`): the levels sum to ``q``, so the
    chance that *any* confirmed rule of the namespace is false is at most ``q`` under
-   any dependence between tests (family-wise control, which implies FDR <= q). Why
+   any dependence between tests (family-wise control, which implies FDR <= q). The
+   test counts **blocks** of time (two weeks of decision time), not episodes, as its
+   independent draws (:class:`reflexmem.memory.blocks.PairBlocks`, Student
+   with G - 1 degrees of freedom, at least five blocks): decisions taken on the same
+   days share the market's moves and their horizons overlap, and on real prices an
+   independent-episode test confirmed "long decisions did better" from a few weeks of
+   trend in nearly every stream. Why
    this and not Benjamini-Hochberg over all tests so far: windows arrive in sequence
    and a decision, once taken, is not revisited, which BH re-run on a growing set
    does not respect (its FWER under a null stream grows like q times the harmonic
@@ -56,7 +62,8 @@ from typing import Any
 import numpy as np
 
 from reflexmem.ledger.enums import EntryState, Tier
-from reflexmem.memory.contrast import Contrast, Moments, contrast, spent_alpha
+from reflexmem.memory.blocks import BlockRow, PairBlocks
+from reflexmem.memory.contrast import Moments, contrast, spent_alpha
 from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.rule_entries import pattern_entry, rule_entry
 from reflexmem.memory.store import MemoryStore
@@ -70,7 +77,10 @@ class RuleConfig:
     ``screen_p`` 0.01 (a condition is looked at every window, so screening is strict
     enough that a null condition is rarely formed at all), ``confirm_support`` 60
     later carriers (half a standard deviation is then found about four times in five
-    at the first test's level), ``q`` 0.05 (the error rate of active rules),
+    at the first test's level), ``block`` 10 episodes per block of a contrast for
+    episodes that carry no ``block:<k>`` tag (no decision time: one distillation
+    window; a role's cases carry two weeks of their decision time, see
+    `role_stream.BLOCK_SECONDS`), ``q`` 0.05 (the error rate of active rules),
     ``retire_p`` 0.05.
     """
 
@@ -86,6 +96,7 @@ class RuleConfig:
     min_support: int = 10
     screen_p: float = 0.01
     confirm_support: int = 60
+    block: int = 10
     q: float = 0.05
     retire_p: float = 0.05
 
@@ -103,7 +114,8 @@ class RulesOutcome:
     confirmed: list[str] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)
     followed: list[str] = field(default_factory=list)
-    """New versions of active rules that stay active (their helpful / harmful counts)."""
+    """New versions of rules that keep their state: an active rule's helpful / harmful
+    counts, a candidate's blocks of later episodes gathered for its test."""
     refused: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -146,6 +158,14 @@ def _tests_so_far(rules: Mapping[str, MemoryEntry]) -> int:
     return max(numbers, default=0)
 
 
+def _block_of(episode: MemoryEntry, size: int) -> int:
+    """The episode's block: its ``block:<k>`` tag (a period of time), else index // size."""
+    for tag in episode.tags:
+        if tag.startswith("block:"):
+            return int(tag[6:])
+    return episode.created_episode // size
+
+
 def _base(pattern: MemoryEntry) -> dict[str, Any]:
     """The lineage's cumulative moments now: later figures are differences from these."""
     stats = pattern.stats or {}
@@ -174,6 +194,10 @@ class _Window:
         s = np.array([e.outcome for e in self.episodes], dtype=float)
         sort = np.argsort(order, kind="stable")
         self._index, s = order[sort], s[sort]
+        self._outcomes = s
+        self._block = np.array([_block_of(e, cfg.block) for e in self.episodes], dtype=np.int64)[
+            sort
+        ]
         zero = np.zeros(1)
         self._cum = [
             np.concatenate([zero, np.cumsum(v)]) for v in (np.ones_like(s), s, s * s, s < 0)
@@ -196,6 +220,7 @@ class _Window:
     def run(self) -> RulesOutcome:
         cfg = self.cfg
         current = [e for e in self.episodes if e.created_episode >= self.start]
+        self._current = current
         conditions = sorted({t for e in current for t in e.tags if cfg.is_condition(t)})
         lineages = _newest(
             self.store,
@@ -214,6 +239,8 @@ class _Window:
             old = prev.stats if prev is not None and prev.stats else {}
             carriers = here + Moments.from_json(old.get("carriers"))
             rest = self.span(since, self.end) - here + Moments.from_json(old.get("rest"))
+            rows = self._window_blocks(condition, since)
+            blocks = PairBlocks.from_json(old.get("blocks")).add(rows)
             sources = tuple(  # the cases themselves, as lesson lineages cite them
                 dict.fromkeys(
                     src for e in current if condition in e.tags for src in (e.source_ids or (e.id,))
@@ -229,6 +256,7 @@ class _Window:
                 self.end,
                 cfg.min_support,
                 cfg.screen_p,
+                blocks,
             )
             if not self.put(pattern, self.out.written):
                 continue
@@ -238,10 +266,31 @@ class _Window:
                 )
                 self.store.set_state(prev.id, done)
             lineages[condition] = pattern
-            self._step(pattern, rules)
+            self._step(pattern, rules, rows)
         return self.out
 
-    def _step(self, pattern: MemoryEntry, rules: dict[str, MemoryEntry]) -> None:
+    def _window_blocks(self, condition: str, since: int) -> list[BlockRow]:
+        """Per-block figures of the episodes [since, end) for a condition, in block order.
+
+        Only this window carries the condition (windows in between carried none of it).
+        """
+        a, b = np.searchsorted(self._index, [since, self.end])
+        index, outcomes = self._index[a:b], self._outcomes[a:b]
+        mine = {e.created_episode for e in self._current if condition in e.tags}
+        carried = np.fromiter((i in mine for i in index.tolist()), dtype=bool, count=len(index))
+        keys, where = np.unique(self._block[a:b], return_inverse=True)
+        n_in = np.bincount(where, weights=carried, minlength=len(keys))
+        s_in = np.bincount(where, weights=np.where(carried, outcomes, 0.0), minlength=len(keys))
+        n_all = np.bincount(where, minlength=len(keys))
+        s_all = np.bincount(where, weights=outcomes, minlength=len(keys))
+        return [
+            (int(k), float(ni), float(si), float(na - ni), float(sa - si))
+            for k, ni, si, na, sa in zip(keys, n_in, s_in, n_all, s_all, strict=True)
+        ]
+
+    def _step(
+        self, pattern: MemoryEntry, rules: dict[str, MemoryEntry], rows: list[BlockRow]
+    ) -> None:
         condition = pattern.tags[0]
         rule = rules.get(condition)
         if rule is None:
@@ -257,33 +306,46 @@ class _Window:
                     rules[condition] = candidate
             return
         if rule.state is EntryState.CANDIDATE:
-            self._confirm(pattern, rule, rules)
+            self._confirm(pattern, rule, rules, rows)
         elif rule.state is EntryState.ACTIVE:
             self._follow(pattern, rule, rules)
 
-    def _since(
-        self, pattern: MemoryEntry, stats: Mapping[str, Any], direction: int
-    ) -> Contrast | None:
-        """The contrast of the episodes after ``stats["base"]`` was taken, or None (too few)."""
+    def _later(
+        self, pattern: MemoryEntry, stats: Mapping[str, Any]
+    ) -> tuple[Moments, Moments] | None:
+        """Carriers and rest after ``stats["base"]`` was taken, or None (too few)."""
         now, base = pattern.stats or {}, stats["base"]
         carriers = Moments.from_json(now["carriers"]) - Moments.from_json(base["carriers"])
         rest = Moments.from_json(now["rest"]) - Moments.from_json(base["rest"])
         if min(carriers.n, rest.n) < self.cfg.confirm_support:
             return None
-        return contrast(carriers, rest, direction=direction)
+        return carriers, rest
 
     def _confirm(
-        self, pattern: MemoryEntry, rule: MemoryEntry, rules: dict[str, MemoryEntry]
+        self,
+        pattern: MemoryEntry,
+        rule: MemoryEntry,
+        rules: dict[str, MemoryEntry],
+        rows: list[BlockRow],
     ) -> None:
         stats = dict(rule.stats or {})
-        test = self._since(pattern, stats, int(stats["direction"]))
+        blocks = PairBlocks.from_json(stats.get("blocks")).add(rows)
+        stats["blocks"] = blocks.as_json()
+        later = self._later(pattern, stats)
+        direction = int(stats["direction"])
+        test = None if later is None else blocks.contrast(*later, direction=direction)
         if test is None:
+            waiting = rule_entry(pattern, EntryState.CANDIDATE, f"@{self.end}", stats, rule.id)
+            if self.put(waiting, self.out.followed):
+                self.store.set_state(rule.id, EntryState.SUPERSEDED)
+                rules[pattern.tags[0]] = waiting
             return
         k = _tests_so_far(rules) + 1
         stats["confirm"] = test.as_json() | {"test": k, "alpha": spent_alpha(k, self.cfg.q)}
         confirmed = test.p_value <= stats["confirm"]["alpha"]
         if confirmed:
             stats |= {"helpful": 0, "harmful": 0, "base": _base(pattern)}
+        stats.pop("blocks")
         state = EntryState.ACTIVE if confirmed else EntryState.RETIRED
         judged = rule_entry(pattern, state, f"@{self.end}", stats, rule.id)
         if self.put(judged, self.out.confirmed if confirmed else self.out.rejected):
@@ -302,7 +364,8 @@ class _Window:
         helpful = sum(1 for e in window if direction * ((e.outcome or 0.0) - reference) > 0)
         stats["helpful"] = int(stats.get("helpful", 0)) + helpful
         stats["harmful"] = int(stats.get("harmful", 0)) + len(window) - helpful
-        since = self._since(pattern, stats, -direction)
+        later = self._later(pattern, stats)
+        since = None if later is None else contrast(*later, direction=-direction)
         turned = since is not None and since.p_value < self.cfg.retire_p
         if turned:
             stats["turned"] = since.as_json() if since else None

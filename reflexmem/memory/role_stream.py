@@ -168,6 +168,11 @@ def missing_kinds(cases: pl.DataFrame, registry: RoleRegistry) -> pl.DataFrame:
     )
 
 
+BLOCK_SECONDS = 14 * 86_400
+"""Decisions opened in the same two weeks (about ten bars, the usual horizon) share the
+market's moves: one block of every outcome contrast (`memory/blocks.py`)."""
+
+
 def episode_frame(cases: pl.DataFrame, registry: RoleRegistry) -> pl.DataFrame:
     """One row per case: text, outcome, quality, tags (list), policy, case and decision IDs."""
     if cases.height == 0:
@@ -222,6 +227,7 @@ def episode_frame(cases: pl.DataFrame, registry: RoleRegistry) -> pl.DataFrame:
         pl.format("symbol:{}", pl.col("symbol")),
         pl.when(pl.col("scenario").is_not_null()).then(pl.format("scenario:{}", "scenario")),
         pl.when(lesson.is_not_null()).then(pl.format("pattern:{}", key)),
+        pl.format("block:{}", (pl.col("opened_at").dt.epoch("s") // BLOCK_SECONDS)),
     ).list.drop_nulls()
     return cases.select(
         "case_id",

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from reflexmem.ledger.enums import EntryState, Tier
-from reflexmem.memory.contrast import Moments, contrast
+from reflexmem.memory.blocks import PairBlocks
+from reflexmem.memory.contrast import Moments
 from reflexmem.memory.entries import MemoryEntry
 
 
@@ -44,12 +45,20 @@ def pattern_entry(
     end: int,
     min_support: int,
     screen_p: float,
+    blocks: PairBlocks,
 ) -> MemoryEntry:
-    """A condition's lineage version: carriers against the rest; active if it screens."""
-    c = contrast(carriers, rest)
+    """A condition's lineage version: carriers against the rest; active if it screens.
+
+    The contrast is the block-clustered one (:mod:`reflexmem.memory.blocks`) over the
+    lineage's whole history; ``blocks`` holds its sums, kept for the next version.
+    """
+    c = blocks.contrast(carriers, rest)
     screened = c is not None and min(c.n_in, c.n_out) >= min_support and c.p_value < screen_p
     if c is None:
-        text = f"{_sentence(describe(condition))}: {carriers.n} episode(s), too few to compare."
+        text = (
+            f"{_sentence(describe(condition))}: {carriers.n} episode(s) over "
+            f"{blocks.blocks} block(s), too few to compare."
+        )
     else:
         text = (
             f"{_sentence(describe(condition))}: mean outcome {c.mean_in:+.2f} over "
@@ -76,6 +85,7 @@ def pattern_entry(
             "carriers": carriers.as_json(),
             "rest": rest.as_json(),
             "contrast": c.as_json() if c else None,
+            "blocks": blocks.as_json(),
         },
     )
 

@@ -262,6 +262,7 @@ def _learning_counts(report: LearningReport) -> dict[str, float]:
         "rules_promoted": float(sum(len(d.promoted) for d in report.memory.distilled)),
         "rules_confirmed": float(sum(len(d.confirmed) for d in report.memory.distilled)),
         "rules_rejected": float(sum(len(d.rejected) for d in report.memory.distilled)),
+        "rules_followed": float(sum(len(d.followed) for d in report.memory.distilled)),
     }
 
 

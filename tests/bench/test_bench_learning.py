@@ -20,18 +20,28 @@ from reflexmem.memory.role_stream import episode_frame
 from reflexmem.registry import load_registry
 
 
-@pytest.fixture(scope="module")
-def result() -> dict[str, object]:
+def _bench(decisions: int, effects: tuple[float, ...]) -> dict[str, object]:
     return run_bench(
         dfull_daily(),
         load_registry(),
         role_id="momentum",
-        decisions=800,
+        decisions=decisions,
         seeds=6,
         seed_base=0,
-        effects=(1.0,),
+        effects=effects,
         progress=False,
     )
+
+
+@pytest.fixture(scope="module")
+def result() -> dict[str, object]:
+    return _bench(800, ())
+
+
+@pytest.fixture(scope="module")
+def full() -> dict[str, object]:
+    """The issue's stream length: rules need five two-week blocks to form, five to confirm."""
+    return _bench(2000, (1.0,))
 
 
 def test_null_streams_promote_no_rule(result: dict[str, object]) -> None:
@@ -43,9 +53,9 @@ def test_null_streams_promote_no_rule(result: dict[str, object]) -> None:
 
 
 def test_a_planted_effect_is_found_and_its_held_out_interval_excludes_zero(
-    result: dict[str, object],
+    full: dict[str, object],
 ) -> None:
-    curve = result["power_curve"]
+    curve = full["power_curve"]
     assert isinstance(curve, list)
     (one,) = curve
     assert one["effect_sd"] == 1.0
@@ -55,7 +65,7 @@ def test_a_planted_effect_is_found_and_its_held_out_interval_excludes_zero(
     # The oracle sees the planted condition from the start: the ceiling is real.
     assert one["oracle_ci_excludes_zero"] == 1.0
     # Skills: only a condition the decision record carries can become a check, and at
-    # 800 decisions it must also win its outcome steps; the one that did holds out, and
+    # 2,000 decisions it must also win its outcome steps; the one that did holds out, and
     # holds exactly what the oracle holds after it became active.
     assert one["skill_power"] >= 1 / 6
     assert one["skill_ci_excludes_zero"] >= 1 / 6

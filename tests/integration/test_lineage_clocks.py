@@ -65,7 +65,7 @@ def test_lineage_and_audit_see_the_chain_as_it_stood_at_either_clock(
     engine: sa.Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     res = make_resources(engine)
-    seed_ledger(res, tmp_path, n=1500)
+    seed_ledger(res, tmp_path, n=2400)  # enough two-week blocks per role to form a rule
     run_cycle(DirectRunner(res), CycleParams(as_of=AS_OF))
     monkeypatch.setenv("REFLEX_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("REFLEX_DATABASE_URL", engine.url.render_as_string(hide_password=False))
