@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from scipy import special
 
@@ -36,22 +36,10 @@ from reflexmem.memory.contrast import CONFIDENCE, MIN_SIDE, Contrast, Moments, r
 
 MIN_BLOCKS = 5
 """Blocks a contrast needs: fewer are one market episode, and give no usable spread."""
-PRODUCTS = (
-    "ss_in",
-    "sn_in",
-    "nn_in",
-    "ss_out",
-    "sn_out",
-    "nn_out",
-    "ss",
-    "s_in_n_out",
-    "n_in_s_out",
-    "nn",
-)
-"""The sums over closed blocks, in the order :func:`_products` returns them."""
 
 
 def _products(n1: float, s1: float, n2: float, s2: float) -> tuple[float, ...]:
+    """One block's ten products, in the order `PairBlocks.sums` keeps them."""
     return (
         s1 * s1,
         s1 * n1,
@@ -75,7 +63,9 @@ class PairBlocks:
     """The ten block sums of two groups over closed blocks, and the open block."""
 
     closed: int = 0
-    sums: tuple[float, ...] = field(default=(0.0,) * len(PRODUCTS))
+    sums: tuple[float, ...] = (0.0,) * 10
+    """Over closed blocks: S_in², S_in·n_in, n_in², the same three for the rest, then
+    S_in·S_out, S_in·n_out, n_in·S_out, n_in·n_out."""
     open_id: int = -1
     open: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
