@@ -1,7 +1,7 @@
 """`make demo`: the main job on the embedded defaults, one numbered stage after another.
 
-Loads the D-full market data through the `bars` ingest, generates a decision stream on
-those prices, ingests it, attempts double consumptions of previews, then runs the
+Loads the D-full daily market data (nine months) through the `bars` ingest, generates a
+decision stream on those prices, ingests it, attempts double consumptions of previews, then runs the
 learning cycle itself (`run_cycle`, the same sequence the `daily_cycle` flow runs) with
 a runner that shows every stage, first at a clock ten days into the stream, then once a
 week to the newest bar (`apps/demo/skills.py`: skills need time to be judged). It ends
@@ -31,22 +31,21 @@ from apps.demo.structures import demo_structures
 from reflexmem.operations import intake
 from reflexmem.operations.cycle import CycleParams, run_cycle
 from reflexmem.operations.resources import Resources
-from reflexmem.prices.dfull_bars import write_dfull_bars
-from reflexmem.prices.panel import load_dfull
+from reflexmem.prices.dfull_bars import daily_panel, write_dfull_bars
 from reflexmem.settings import Settings
 from reflexmem.synth import generate, write_stream
 
 
 def _inputs(runner: DemoRunner, res: Resources, rows: int, workdir: Path) -> datetime:
     console = runner.console
-    runner.heading("market data: the D-full hourly and daily bars, through the `bars` ingest")
-    bars = intake.ingest(res, [write_dfull_bars(workdir)], "bars")
+    runner.heading("market data: nine months of D-full daily bars, through the `bars` ingest")
+    bars = intake.ingest(res, [write_dfull_bars(workdir, daily=True)], "bars")
     console.print(
         f"bars: {bars.added.get('bars', 0)} new, {bars.unchanged_rows.get('bars', 0)} already "
         f"stored, {sum(bars.quarantined.values())} quarantined"
     )
     runner.heading("a decision stream on those prices, ingested in one transaction")
-    panel = load_dfull()
+    panel = daily_panel()
     stream = generate(panel, rows, seed=7, fill_cost=demo_skills.FILL_COST)
     costly = ", ".join(f"{k} {v:.0%}" for k, v in demo_skills.FILL_COST.items())
     console.print(

@@ -40,7 +40,9 @@ from reflexmem.structures.trading_gate import SCOPE
 from reflexmem.structures.trading_ledger import trading_setup
 
 DRIFT_COST = 0.02
-WEEKS_BEFORE_END = 3
+WEEKS_BEFORE_END = 6
+"""Six weeks: on daily bars a drifted decision settles five to thirty bars later, and the
+audit needs at least twenty settled since the drift in a role."""
 
 
 def worse_fills_from(

@@ -16,9 +16,10 @@ from typer.testing import CliRunner
 from expectations.bars import validate_bars
 from reflexmem.ingest.load import IngestReport, ingest_files
 from reflexmem.ingest.read import IngestError
-from reflexmem.prices.dfull_bars import write_dfull_bars
+from reflexmem.prices.dfull_bars import daily_panel, write_dfull_bars
+from reflexmem.prices.panel import default_dfull_root
 from reflexmem.prices.providers import LedgerPrices
-from reflexmem.prices.series import dfull_prices
+from reflexmem.prices.series import dfull_prices, read_daily_csv
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 COLUMNS = ("symbol", "ts", "open", "high", "low", "close", "volume")
@@ -297,6 +298,31 @@ def test_dfull_through_ingest_reads_back_as_dfull_prices(engine: sa.Engine, tmp_
         np.testing.assert_array_equal(have.closes, want.closes)
         assert have.bars_per_day == want.bars_per_day
     assert LedgerPrices(engine).newest() == reference.newest()
+
+
+def test_dfull_daily_through_ingest_is_every_daily_file_and_the_panel(
+    engine: sa.Engine, tmp_path: Path
+) -> None:
+    """The demo's market data: each symbol's daily CSV as stored bars; the panel, the same."""
+    report = _ingest(engine, [write_dfull_bars(tmp_path, daily=True)], kinds=["bars"], now=NOW)
+    assert report.total_quarantined == 0
+    files = sorted((default_dfull_root() / "prices_daily").glob("*.csv"))
+    with engine.connect() as conn:
+        got = LedgerPrices(conn).for_symbols(p.stem for p in files)
+    assert set(got.symbols) == {p.stem for p in files}
+    for path in files:
+        want, have = read_daily_csv(path), got.series(path.stem)
+        assert have is not None
+        np.testing.assert_array_equal(have.timestamps, want.timestamps)
+        np.testing.assert_array_equal(have.closes, want.closes)
+    panel = daily_panel()
+    assert "SPY" not in panel.tickers
+    assert len(panel.tickers) == len(files) - 1
+    for column, symbol in enumerate(panel.tickers):
+        have = got.series(symbol)
+        assert have is not None
+        np.testing.assert_array_equal(panel.timestamps, have.timestamps)
+        np.testing.assert_array_equal(panel.closes[:, column], have.closes)
 
 
 def test_the_cli_prints_quarantined_counts_and_exits_2_on_a_parse_error(
