@@ -45,6 +45,23 @@ def _quiet() -> Iterator[None]:
         yield
 
 
+def _dataset_source(source: str) -> str | None:
+    """`source` where MLflow can resolve it (a path, a URI), else None: the running code.
+
+    A classic panel's source reads `universal-portfolios:<name>`, which no MLflow source
+    type accepts (logging it failed the whole run); the exact string is the run's
+    `prices_source` parameter either way.
+    """
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.exceptions import MlflowException
+
+    try:
+        resolve_dataset_source(source)
+    except MlflowException:
+        return None
+    return source
+
+
 def panel_frame(panel: PricePanel) -> Any:
     """The panel as a pandas frame (timestamp + one close column per ticker)."""
     import pandas as pd
@@ -126,7 +143,7 @@ def log_benchmark(
                     params[f"folds_{name}"] = len(info["folds"])
                 mlflow.log_params(safe(params))
                 dataset = mlflow.data.from_pandas(  # type: ignore[attr-defined]
-                    panel_frame(panel), source=source, name="prices"
+                    panel_frame(panel), source=_dataset_source(source), name="prices"
                 )
                 mlflow.log_input(dataset, context="prices")
                 mlflow.log_metric("total_seconds", float(result.timing["total_seconds"]))

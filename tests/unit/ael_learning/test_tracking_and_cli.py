@@ -78,6 +78,24 @@ def test_mlflow_lineage_has_a_parent_with_the_prices_and_nested_runs_per_method_
     assert "test_sharpe_0bp" in by_name["momentum"].data.metrics
 
 
+def test_a_panel_from_a_package_not_a_file_is_logged_with_its_source_as_a_parameter(
+    mlflow_uri: str, synthetic: PricePanel
+) -> None:
+    from apps.bench.ael_tracking import log_benchmark
+
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    import mlflow
+
+    result = run_benchmark(synthetic, seeds=[0], methods=["equal_weight"])
+    source = "universal-portfolios:nyse_o,universal-portfolios:djia"
+    parent_id = log_benchmark(result, synthetic, tracking_uri=mlflow_uri, source=source)
+    parent = mlflow.MlflowClient(tracking_uri=mlflow_uri).get_run(parent_id)
+    assert parent.data.params["prices_source"] == source
+    assert parent.inputs is not None
+    (dataset_input,) = parent.inputs.dataset_inputs
+    assert dataset_input.dataset.name == "prices"
+
+
 def test_cli_writes_json_rows_and_png_plots(synthetic_csv: Path, tmp_path: Path) -> None:
     from apps.cli import app
 
