@@ -53,6 +53,7 @@ from reflexmem.memory.policies import default_policies
 from reflexmem.memory.role_stream import episode_frame
 from reflexmem.memory.store import InMemoryStore
 from reflexmem.operations.memory import ROLE_SCHEDULE
+from reflexmem.reflex.rule_checks import stop_condition
 from reflexmem.registry import RoleRegistry
 
 TEST_SHARE = 0.3
@@ -113,6 +114,8 @@ def judge(stream: Stream, registry: RoleRegistry, role_id: str) -> dict[str, Any
         "oracle": None,
         "skills_active": checks.active(),
         "skill_found": stream.planted in checks.active(),
+        "checkable": stream.planted is not None
+        and isinstance(stop_condition(stream.planted), dict),
         "skill": None,
         "seconds": seconds,
     }
@@ -163,10 +166,15 @@ def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
     `rule_*`: the planted condition's own active rule on the held-out decisions (seeds
     where it was found). `learner_effect_mean`: every active avoid-rule together, as a
-    user would run them, over all seeds (0 where nothing was held). `oracle_*`: the
+    user would run them, over all seeds (0 where nothing was held). `checkable_seeds`:
+    seeds whose planted condition a learned check can express at all
+    (`rule_checks.stop_condition`: a missing evidence kind is its policy check's,
+    against-signal is not in the decision record); `skill_power_of_checkable`: the
+    planted check's power among them. `oracle_*`: the
     planted condition checked from the start.
     """
     n = len(rows)
+    checkable = [r for r in rows if r["checkable"]]
     rules = [r["rule"] for r in rows if r["rule"] is not None]
     skills = [r["skill"] for r in rows if r["skill"] and r["skill"]["ci_low"] is not None]
     learner = [r["learner"]["effect"] if r["learner"] else 0.0 for r in rows]
@@ -184,6 +192,10 @@ def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "learner_over_oracle": None if not (mean_l and mean_o) else mean_l / mean_o,
         "other_rules_active": sum(len(r["active_at_test"]) - int(r["found"]) for r in rows),
         "skill_power": sum(1 for r in rows if r["skill_found"]) / n,
+        "checkable_seeds": len(checkable),
+        "skill_power_of_checkable": None
+        if not checkable
+        else sum(1 for r in checkable if r["skill_found"]) / len(checkable),
         "skill_ci_excludes_zero": sum(1 for x in skills if x["ci_low"] > 0) / n,
         "skill_effect_mean": _mean([x["effect"] for x in skills]),
         "skill_over_oracle": _ratio(skills),

@@ -68,6 +68,11 @@ def test_a_planted_effect_is_found_and_its_held_out_interval_excludes_zero(
     # 2,000 decisions it must also win its outcome steps; the one that did holds out, and
     # holds exactly what the oracle holds after it became active.
     assert one["skill_power"] >= 1 / 6
+    # Seeds planting a missing evidence kind or against-signal can never give a check.
+    assert 1 <= one["checkable_seeds"] <= 6
+    assert one["skill_power_of_checkable"] == pytest.approx(
+        one["skill_power"] * 6 / one["checkable_seeds"]
+    )
     assert one["skill_ci_excludes_zero"] >= 1 / 6
     assert one["skill_effect_mean"] > 0
     assert one["skill_over_oracle"] == pytest.approx(1.0)
