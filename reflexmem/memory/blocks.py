@@ -8,7 +8,7 @@ trend in nearly every stream, and the rule then held decisions through the test 
 to the learner's loss.
 
 So the two groups (carriers of a condition, the rest) are also summed per **block**
-(two weeks of decision time for a role's cases; see `outcome_rules._block_of`), and
+(two weeks of decision time for a role's cases; see `outcome_rules._tagged_block`), and
 the difference of their means gets the cluster-robust variance
 
     Var = G / (G - 1) * sum_b u_b^2,

@@ -55,6 +55,7 @@ for longer than the tier keeps, some of its rest is lost (never its carriers).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -158,12 +159,13 @@ def _tests_so_far(rules: Mapping[str, MemoryEntry]) -> int:
     return max(numbers, default=0)
 
 
-def _block_of(episode: MemoryEntry, size: int) -> int:
-    """The episode's block: its ``block:<k>`` tag (a period of time), else index // size."""
-    for tag in episode.tags:
+@functools.lru_cache(maxsize=1 << 16)
+def _tagged_block(tags: tuple[str, ...]) -> int | None:
+    """An episode's ``block:<k>`` tag as k, or None (cached: every later window reads it)."""
+    for tag in tags:
         if tag.startswith("block:"):
             return int(tag[6:])
-    return episode.created_episode // size
+    return None
 
 
 def _base(pattern: MemoryEntry) -> dict[str, Any]:
@@ -195,9 +197,15 @@ class _Window:
         sort = np.argsort(order, kind="stable")
         self._index, s = order[sort], s[sort]
         self._outcomes = s
-        self._block = np.array([_block_of(e, cfg.block) for e in self.episodes], dtype=np.int64)[
-            sort
-        ]
+        tagged = [_tagged_block(e.tags) for e in self.episodes]
+        self._block = np.array(
+            [
+                e.created_episode // cfg.block if b is None else b
+                for e, b in zip(self.episodes, tagged, strict=True)
+            ],
+            dtype=np.int64,
+        )[sort]
+        self._keys, self._where = np.unique(self._block, return_inverse=True)
         zero = np.zeros(1)
         self._cum = [
             np.concatenate([zero, np.cumsum(v)]) for v in (np.ones_like(s), s, s * s, s < 0)
@@ -276,17 +284,18 @@ class _Window:
         """
         a, b = np.searchsorted(self._index, [since, self.end])
         index, outcomes = self._index[a:b], self._outcomes[a:b]
-        mine = {e.created_episode for e in self._current if condition in e.tags}
-        carried = np.fromiter((i in mine for i in index.tolist()), dtype=bool, count=len(index))
-        keys, where = np.unique(self._block[a:b], return_inverse=True)
-        n_in = np.bincount(where, weights=carried, minlength=len(keys))
-        s_in = np.bincount(where, weights=np.where(carried, outcomes, 0.0), minlength=len(keys))
-        n_all = np.bincount(where, minlength=len(keys))
-        s_all = np.bincount(where, weights=outcomes, minlength=len(keys))
-        return [
-            (int(k), float(ni), float(si), float(na - ni), float(sa - si))
-            for k, ni, si, na, sa in zip(keys, n_in, s_in, n_all, s_all, strict=True)
-        ]
+        mine = [e.created_episode for e in self._current if condition in e.tags]
+        carried = np.zeros(len(index), dtype=bool)
+        carried[np.searchsorted(index, mine)] = True  # the window's own, all in `index`
+        where, size = self._where[a:b], len(self._keys)
+        n_in = np.bincount(where, weights=carried, minlength=size)
+        s_in = np.bincount(where, weights=np.where(carried, outcomes, 0.0), minlength=size)
+        n_all = np.bincount(where, minlength=size)
+        s_all = np.bincount(where, weights=outcomes, minlength=size)
+        seen = np.flatnonzero(n_all)  # the slice's blocks, in block order
+        n_out, s_out = (n_all - n_in)[seen], (s_all - s_in)[seen]
+        columns = (self._keys[seen], n_in[seen], s_in[seen], n_out, s_out)
+        return list(zip(*(c.tolist() for c in columns), strict=True))
 
     def _step(
         self, pattern: MemoryEntry, rules: dict[str, MemoryEntry], rows: list[BlockRow]
