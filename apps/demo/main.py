@@ -1,16 +1,16 @@
 """`make demo`: the main job on the embedded defaults, one numbered stage after another.
 
 Loads the D-full daily market data (nine months) through the `bars` ingest, generates a
-decision stream on those prices, ingests it, attempts double consumptions of previews, then runs the
-learning cycle itself (`run_cycle`, the same sequence the `daily_cycle` flow runs) with
-a runner that shows every stage, first at a clock ten days into the stream, then once a
-week to the newest bar (`apps/demo/skills.py`: skills need time to be judged). It ends
-with the line from lessons to semantic patterns to procedural rules, a recall that shows
-all three tiers, the REFLEX checks learned from the lessons, a structure of the user's
-own roles searched, run, caught drifting and rolled back (`apps/demo/trading.py`), one
-seed of the AEL benchmark, the versioned definitions in the MLflow registry, and one
-trade's whole lineage with the HTML report. Each clock is a bar time, so decisions not due yet are
-honestly pending.
+decision stream on those prices, ingests it, attempts double consumptions of previews,
+then runs the learning cycle itself (`run_cycle`, the same sequence the `daily_cycle`
+flow runs) with a runner that shows every stage, first at a clock ten days into the
+stream, then once a week to the newest bar (`apps/demo/skills.py`: skills need time to
+be judged). It ends with the line from lessons to semantic patterns to procedural rules,
+a recall that shows all three tiers, the REFLEX checks learned from the lessons and the
+outcome rules, a structure of the user's own roles searched, run, caught drifting and
+rolled back (`apps/demo/trading.py`), one seed of the AEL benchmark, the versioned
+definitions in the MLflow registry, and one trade's whole lineage with the HTML report.
+Each clock is a bar time, so decisions not due yet are honestly pending.
 """
 
 from __future__ import annotations
