@@ -30,8 +30,7 @@ import numpy as np
 import polars as pl
 
 from reflexmem.memory.role_stream import MIN_SIGNAL
-from reflexmem.prices.panel import default_dfull_root
-from reflexmem.prices.series import read_daily_csv
+from reflexmem.prices.dfull_bars import dfull_bar_frames
 from reflexmem.registry import RequiredEvidence, Role
 
 SCENARIOS = ("breakout", "mean_reversion", "earnings", "rotation")
@@ -92,15 +91,7 @@ def daily_bars(frame: pl.DataFrame) -> Bars:
 
 def dfull_daily(root: Path | None = None) -> Bars:
     """The bundled D-full daily closes (`prices_daily/*.csv`), on their common dates."""
-    base = default_dfull_root() if root is None else root
-    frames = [
-        pl.DataFrame({"symbol": p.stem, "ts": series.timestamps, "close": series.closes})
-        for p in sorted((base / "prices_daily").glob("*.csv"))
-        for series in [read_daily_csv(p)]
-    ]
-    if not frames:
-        raise ValueError(f"{base / 'prices_daily'}: no <SYMBOL>.csv files")
-    return daily_bars(pl.concat(frames).with_columns(pl.col("ts").dt.replace_time_zone("UTC")))
+    return daily_bars(dfull_bar_frames(root, daily=True))
 
 
 def file_bars(path: Path) -> Bars:

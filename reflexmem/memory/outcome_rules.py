@@ -197,14 +197,11 @@ class _Window:
         sort = np.argsort(order, kind="stable")
         self._index, s = order[sort], s[sort]
         self._outcomes = s
-        tagged = [_tagged_block(e.tags) for e in self.episodes]
-        self._block = np.array(
-            [
-                e.created_episode // cfg.block if b is None else b
-                for e, b in zip(self.episodes, tagged, strict=True)
-            ],
-            dtype=np.int64,
-        )[sort]
+        blocks = [
+            e.created_episode // cfg.block if (b := _tagged_block(e.tags)) is None else b
+            for e in self.episodes
+        ]
+        self._block = np.array(blocks, dtype=np.int64)[sort]
         self._keys, self._where = np.unique(self._block, return_inverse=True)
         zero = np.zeros(1)
         self._cum = [
