@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 from reflexmem.admission.decide import Verdicts, decide
 from reflexmem.admission.lock import DEFAULT_WAIT_S, acquire_admission_lock
-from reflexmem.admission.stage import batch_position_counts, chunk_end, stage_candidates
+from reflexmem.admission.stage import staged_chunks
 from reflexmem.ledger.bulk import bulk_insert
 from reflexmem.ledger.models import AdmissionBatch
 
@@ -185,10 +185,10 @@ def admit(
 ) -> AdmissionResult:
     """Admit every staged execution on `conn`'s transaction and return the counts.
 
-    Executions are staged, validated, decided and written in key ranges of `chunk_rows`
-    executions, in execution-ID order, inside the one transaction and under the one
-    lock: the batch is still all or nothing, and its memory does not grow with the
-    number of executions.
+    The batch is staged once (`staged_chunks`); its executions are validated, decided
+    and written in key ranges of `chunk_rows` executions, in execution-ID order, inside
+    the one transaction and under the one lock: the batch is still all or nothing, and
+    its memory does not grow with the number of executions.
     """
     batch_id = batch_id or f"adm-{uuid.uuid4().hex[:16]}"
     now = now or datetime.now(UTC)
@@ -196,26 +196,13 @@ def admit(
     if not acquire_admission_lock(conn, batch_id, wait_s=lock_wait_s):
         return replace(empty, busy=True)
     totals = _Totals()
-    after: str | None = None
-    with batch_position_counts(conn) as own_position:
-        while True:
-            through = chunk_end(conn, after, chunk_rows)
-            staged = stage_candidates(
-                conn,
-                min_points=min_points,
-                after=after,
-                through=through,
-                own_position=own_position,
-            )
-            if staged.height:
-                failures = validate(staged, role_ids)
-                verdicts = decide(staged, failures, batch_id=batch_id)
-                if verdicts.rows_in or verdicts.revoked:
-                    persist(conn, verdicts, batch_id=batch_id, now=now)
-                    totals.add(verdicts)
-            if through is None:
-                break
-            after = through
+    for staged in staged_chunks(conn, min_points=min_points, chunk_rows=chunk_rows):
+        if staged.height:
+            failures = validate(staged, role_ids)
+            verdicts = decide(staged, failures, batch_id=batch_id)
+            if verdicts.rows_in or verdicts.revoked:
+                persist(conn, verdicts, batch_id=batch_id, now=now)
+                totals.add(verdicts)
     if totals.rows_in == 0 and totals.revoked == 0:
         # Nothing new, or only re-judged cases all kept: nothing written, no batch row.
         return empty

@@ -2,9 +2,9 @@
 
 One set-based query joins each execution to its decision, its preview (and how many
 executions claim that preview), its own position (`settlement.OWN_POSITION_JOINS`) and
-its role case if it has one; the derived columns are then computed with polars over the
-whole batch. The expectation suite checks these columns, so the suite stays declarative
-while the evidence is gathered in one pass.
+its role case if it has one, once per batch (`staged_chunks`); the derived columns are
+then computed with polars, chunk by chunk. The expectation suite checks these columns, so
+the suite stays declarative while the evidence is gathered in one pass.
 
 A batch stages every execution with neither a role case nor a quarantine row, and
 re-stages (*re-judges*) the existing cases whose evidence a later row can have changed:
@@ -16,7 +16,6 @@ contradict itself). A re-judged case that fails a critical condition is revoked.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import polars as pl
 import sqlalchemy as sa
@@ -49,7 +48,7 @@ SELECT e.execution_id, e.decision_id, e.preview_id,
        e.direction AS e_direction, e.instrument, e.origin, e.origin_verified,
        CAST(e.automation_markers AS TEXT) AS automation_markers, e.executed_at,
        d.role_id, d.account AS d_account, d.market AS d_market, d.symbol AS d_symbol,
-       d.direction AS d_direction, d.scenario, d.rationale, d.decided_at,
+       d.direction AS d_direction, d.scenario, d.decided_at,
        p.preview_id AS p_id, p.decision_id AS p_decision_id,
        p.consumed_by_decision_id AS p_consumed_by, p.consume_count,
        p.account AS p_account, p.market AS p_market, p.symbol AS p_symbol,
@@ -76,37 +75,65 @@ COUNTS_BY_EXECUTION = "admit_positions_by_execution"
 COUNTS_BY_DECISION = "admit_positions_by_decision"
 
 
-@contextmanager
-def batch_position_counts(conn: sa.Connection) -> Iterator[str]:
-    """Take the position counts once for the batch; yields the joins that read them.
+STAGED = "admit_staged"
 
-    Every chunk of a batch needs each execution's position counts; computed inside the
-    staging query they are whole-ledger aggregates, O(N) per chunk and O(N^2 / chunk)
-    per batch. Taken once into two indexed temporary tables, every chunk joins them by
-    key. The per-execution table lists the executions present when the counts were
-    taken (no position: null counts), and the batch judges only those: it judges the
-    ledger as of that instant, and a row ingested later is judged, or re-judged through
-    the preview-reuse and ambiguity rules, by the next batch.
-    """
+
+def _temporary(conn: sa.Connection, name: str, select: str, key: str) -> None:
+    """`select` into a keyed temporary table, analysed on PostgreSQL."""
     pg = conn.dialect.name == "postgresql"
+    drop_stage(conn, name)
     on_commit = " ON COMMIT DROP" if pg else ""
-    tables = {
-        COUNTS_BY_EXECUTION: (
-            "SELECT e.execution_id, c.n, c.pid FROM trade_executions e "
-            f"LEFT JOIN ({POSITIONS_PER_EXECUTION}) c ON c.execution_id = e.execution_id",
-            "execution_id",
-        ),
-        COUNTS_BY_DECISION: (POSITIONS_PER_DECISION, "decision_id"),
-    }
-    for name, (select, key) in tables.items():
-        drop_stage(conn, name)
-        conn.execute(sa.text(f"CREATE TEMPORARY TABLE {name}{on_commit} AS {select}"))
-        conn.execute(sa.text(f"CREATE UNIQUE INDEX {name}_key ON {name} ({key})"))
-        if pg:  # autovacuum never analyses temporary tables
-            conn.execute(sa.text(f"ANALYZE {name}"))
-    yield own_position_joins(COUNTS_BY_EXECUTION, COUNTS_BY_DECISION, execution_join="JOIN")
-    # Not on an error: the rollback that follows takes the tables with it on both backends.
-    for name in tables:
+    conn.execute(sa.text(f"CREATE TEMPORARY TABLE {name}{on_commit} AS {select}"))
+    conn.execute(sa.text(f"CREATE UNIQUE INDEX {name}_key ON {name} ({key})"))
+    if pg:  # autovacuum never analyses temporary tables
+        conn.execute(sa.text(f"ANALYZE {name}"))
+
+
+COUNTS = {
+    COUNTS_BY_EXECUTION: (
+        "SELECT e.execution_id, c.n, c.pid FROM trade_executions e "
+        f"LEFT JOIN ({POSITIONS_PER_EXECUTION}) c ON c.execution_id = e.execution_id",
+        "execution_id",
+    ),
+    COUNTS_BY_DECISION: (POSITIONS_PER_DECISION, "decision_id"),
+}
+"""The batch's position counts: whole-ledger aggregates, taken once per batch."""
+
+
+def staged_chunks(
+    conn: sa.Connection, *, min_points: int, chunk_rows: int
+) -> Iterator[pl.DataFrame]:
+    """The batch's executions to judge, staged as of this instant, in key-range chunks.
+
+    Every execution needs its position counts, which are whole-ledger aggregates: they
+    are taken once into two indexed temporary tables (`COUNTS`). A batch of at most
+    `chunk_rows` executions is then one chunk, read straight from the staging query. A
+    larger one is staged once into a third table (`STAGED`) and read a key range at a
+    time: staged per chunk, PostgreSQL's planner hash-joined every chunk with full scans
+    of decisions, previews, positions and the counts, O(N) per chunk and O(N^2 / chunk)
+    per batch. The batch judges the ledger as of that instant: a row ingested later is
+    judged, or re-judged through the preview-reuse and ambiguity rules, by the next
+    batch. Every condition is per execution, so what a chunk writes never changes what a
+    later chunk reads. On an error the rollback that follows takes the tables with it.
+    """
+    for name, (select, key) in COUNTS.items():
+        _temporary(conn, name, select, key)
+    joins = own_position_joins(COUNTS_BY_EXECUTION, COUNTS_BY_DECISION, execution_join="JOIN")
+    executions = conn.execute(sa.text(f"SELECT COUNT(*) FROM {COUNTS_BY_EXECUTION}")).scalar()
+    if int(executions or 0) <= chunk_rows:
+        sql = _stage_sql(joins) + " ORDER BY e.execution_id"
+        yield derive(read_frame(conn, sql), min_points=min_points)
+    else:
+        _temporary(conn, STAGED, _stage_sql(joins), "execution_id")
+        after: str | None = None
+        while True:
+            through = _chunk_end(conn, after, chunk_rows)
+            yield _staged_range(conn, after, through, min_points)
+            if through is None:
+                break
+            after = through
+        drop_stage(conn, STAGED)
+    for name in COUNTS:
         drop_stage(conn, name)
 
 
@@ -243,17 +270,12 @@ def derive(raw: pl.DataFrame, *, min_points: int) -> pl.DataFrame:
     )
 
 
-def chunk_end(conn: sa.Connection, after: str | None, rows: int) -> str | None:
-    """The last of the next `rows` executions after `after` in the batch's counts table.
-
-    Only inside `batch_position_counts`. None when fewer remain: the chunk runs to the
-    end. A chunk is a key range of the executions the batch may judge, so its staging
-    query reads that range through the primary key, whatever the ledger's size.
-    """
+def _chunk_end(conn: sa.Connection, after: str | None, rows: int) -> str | None:
+    """The last of the next `rows` staged executions after `after`; None when fewer remain."""
     where = "" if after is None else "WHERE execution_id > :after"
     return conn.execute(
         sa.text(
-            f"SELECT execution_id FROM {COUNTS_BY_EXECUTION} {where} "
+            f"SELECT execution_id FROM {STAGED} {where} "
             f"ORDER BY execution_id LIMIT 1 OFFSET {max(int(rows), 1) - 1}"
         ),
         {"after": after},
@@ -268,29 +290,30 @@ def _key(conn: sa.Connection, value: str) -> str:
     )
 
 
-def stage_candidates(
-    conn: sa.Connection,
-    *,
-    min_points: int,
-    after: str | None = None,
-    through: str | None = None,
-    own_position: str = OWN_POSITION_JOINS,
-) -> pl.DataFrame:
-    """Executions to judge (new ones, and cases to re-judge), with their evidence.
-
-    With `after` and `through`, one chunk: the executions whose IDs lie in that key
-    range (a chunk never depends on what earlier chunks wrote: every condition is per
-    execution, its counts come from the whole ledger, or from `batch_position_counts`
-    when `own_position` is the joins it yielded).
-    """
-    sql = STAGE_SQL.format(
+def _stage_sql(own_position: str) -> str:
+    return STAGE_SQL.format(
         preview_uses=PREVIEW_USES,
         own_position_columns=OWN_POSITION_COLUMNS,
         own_position=own_position,
         ambiguous=AMBIGUOUS_SQL,
     )
-    if after is not None:
-        sql += f" AND e.execution_id > {_key(conn, after)}"
-    if through is not None:
-        sql += f" AND e.execution_id <= {_key(conn, through)}"
-    return derive(read_frame(conn, sql + " ORDER BY e.execution_id"), min_points=min_points)
+
+
+def stage_candidates(conn: sa.Connection, *, min_points: int) -> pl.DataFrame:
+    """Executions to judge (new ones, and cases to re-judge), with their evidence, at once."""
+    sql = _stage_sql(OWN_POSITION_JOINS) + " ORDER BY e.execution_id"
+    return derive(read_frame(conn, sql), min_points=min_points)
+
+
+def _staged_range(
+    conn: sa.Connection, after: str | None, through: str | None, min_points: int
+) -> pl.DataFrame:
+    """The staged executions whose IDs lie in (after, through], derived."""
+    bounds = [
+        f"execution_id {op} {_key(conn, value)}"
+        for op, value in ((">", after), ("<=", through))
+        if value is not None
+    ]
+    where = f" WHERE {' AND '.join(bounds)}" if bounds else ""
+    sql = f"SELECT * FROM {STAGED}{where} ORDER BY execution_id"
+    return derive(read_frame(conn, sql), min_points=min_points)

@@ -1,6 +1,6 @@
 """Chunked admission judges exactly what one pass judges, with memory flat in N.
 
-A batch takes its position counts once (`stage.batch_position_counts`) and judges the
+A batch stages its executions once (`stage.staged_chunks`) and judges the
 ledger as of that instant: a row another transaction commits meanwhile waits for the
 next batch.
 """
