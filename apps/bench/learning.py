@@ -36,6 +36,7 @@ Validation seeds (`--seed-base 0`) are for choosing thresholds; report on anothe
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,8 +67,9 @@ def learn(
 ) -> tuple[list[MemoryEntry], int]:
     """Record the episodes through the cycle's learning function.
 
-    Returns the rules active when the test period began and that period's first index.
-    With `checks`, the skill steps run every `CHECK_EVERY` decisions on the way.
+    Returns every live rule (active, candidate or retired) when the test period began
+    and that period's first index. With `checks`, the skill steps run every
+    `CHECK_EVERY` decisions on the way.
     """
     namespace = role_namespace(role_id)
     store = InMemoryStore()
@@ -76,7 +78,7 @@ def learn(
     active: list[MemoryEntry] | None = None
     for i, row in enumerate(frame.iter_rows(named=True)):
         if i == test_start:  # entries are immutable: the list keeps what was active then
-            active = list(store.entries(namespace, (Tier.PROCEDURAL,), (EntryState.ACTIVE,)))
+            active = list(store.entries(namespace, (Tier.PROCEDURAL,), RULE_STATES))
         if checks is not None and i and i % CHECK_EVERY == 0:
             checks.run(store, checks.frame["decided_at_ts"][i - 1])
         episode = EpisodeInput(
@@ -93,13 +95,39 @@ def learn(
     return active, test_start
 
 
+RULE_STATES = (EntryState.ACTIVE, EntryState.CANDIDATE, EntryState.RETIRED)
+
+
+def rule_stage(rules: Sequence[MemoryEntry], condition: str) -> str:
+    """Where `condition`'s rule stood when the test period began: where power was lost.
+
+    `not_formed` (its contrast never passed screening), `waiting` (formed, too few later
+    episodes for the confirmatory test), `rejected` (the test failed), `turned` (confirmed,
+    then retired when its outcomes turned), `active`; `_favour` marks a rule pointing the
+    other way (the planted effect is a cost).
+    """
+    mine = [r for r in rules if r.tags and r.tags[0] == condition]
+    if not mine:
+        return "not_formed"
+    rule = max(mine, key=lambda r: r.created_episode)
+    stats = rule.stats or {}
+    if rule.state is EntryState.CANDIDATE:
+        stage = "waiting"
+    elif rule.state is EntryState.ACTIVE:
+        stage = "active"
+    else:
+        stage = "turned" if stats.get("turned") else "rejected"
+    return stage if stats.get("direction", -1) < 0 else f"{stage}_favour"
+
+
 def judge(stream: Stream, registry: RoleRegistry, role_id: str) -> dict[str, Any]:
     """Learn one stream; what became active, and the held-out effects of learner and oracle."""
     started = time.perf_counter()
     frame = episode_frame(stream.cases, registry)
     checks = Checks(role_id, registry, judged(stream.cases, registry))
-    active, test_start = learn(frame, role_id, checks)
+    rules, test_start = learn(frame, role_id, checks)
     seconds = time.perf_counter() - started
+    active = [r for r in rules if r.state is EntryState.ACTIVE]
     test = frame.slice(test_start)
     ret = stream.cases["realized_return"].slice(test_start).to_numpy()
     avoid = [r.tags[0] for r in active if r.stats and r.stats["direction"] < 0]
@@ -109,6 +137,7 @@ def judge(stream: Stream, registry: RoleRegistry, role_id: str) -> dict[str, Any
         "planted": stream.planted,
         "active_at_test": sorted(r.tags[0] for r in active),
         "found": stream.planted in avoid,
+        "rule_stage": None if stream.planted is None else rule_stage(rules, stream.planted),
         "learner": held_effect(held, ret) if held.any() else None,
         "rule": None,
         "oracle": None,
@@ -170,8 +199,8 @@ def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     seeds whose planted condition a learned check can express at all
     (`rule_checks.stop_condition`: a missing evidence kind is its policy check's,
     against-signal is not in the decision record); `skill_power_of_checkable`: the
-    planted check's power among them. `oracle_*`: the
-    planted condition checked from the start.
+    planted check's power among them. `oracle_*`: the planted condition checked from the
+    start. `rule_stage_at_test`: seeds by where the planted rule stood then (`rule_stage`).
     """
     n = len(rows)
     checkable = [r for r in rows if r["checkable"]]
@@ -201,6 +230,7 @@ def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "skill_over_oracle": _ratio(skills),
         "other_skills_active": sum(len(r["skills_active"]) - int(r["skill_found"]) for r in rows),
         "planted_kinds": sorted({str(r["planted"]).split(":")[0] for r in rows}),
+        "rule_stage_at_test": dict(sorted(Counter(str(r["rule_stage"]) for r in rows).items())),
     }
 
 

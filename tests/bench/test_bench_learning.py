@@ -76,6 +76,10 @@ def test_a_planted_effect_is_found_and_its_held_out_interval_excludes_zero(
     assert one["skill_ci_excludes_zero"] >= 1 / 6
     assert one["skill_effect_mean"] > 0
     assert one["skill_over_oracle"] == pytest.approx(1.0)
+    # Every seed's planted rule is somewhere, and "active" is exactly the power.
+    stages = one["rule_stage_at_test"]
+    assert sum(stages.values()) == 6
+    assert stages.get("active", 0) == pytest.approx(one["power"] * 6)
 
 
 def test_null_outcomes_do_not_depend_on_the_decision() -> None:
