@@ -1,7 +1,7 @@
 """Stage the executions a batch must judge, with the evidence every condition needs.
 
 One set-based query joins each execution to its decision, its preview (and how many
-executions claim that preview), its own position (`settlement.OWN_POSITION_JOINS`) and
+executions claim that preview), its own position (`settlement.own_position_joins`) and
 its role case if it has one, once per batch (`staged_chunks`); the derived columns are
 then computed with polars, chunk by chunk. The expectation suite checks these columns, so
 the suite stays declarative while the evidence is gathered in one pass.
@@ -15,6 +15,7 @@ contradict itself). A re-judged case that fails a critical condition is revoked.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 
 import polars as pl
@@ -26,7 +27,6 @@ from reflexmem.ledger.sqlio import drop_stage, parse_utc
 from reflexmem.maturation.settlement import (
     AMBIGUOUS_SQL,
     OWN_POSITION_COLUMNS,
-    OWN_POSITION_JOINS,
     POSITIONS_PER_DECISION,
     POSITIONS_PER_EXECUTION,
     own_position_joins,
@@ -300,9 +300,8 @@ def _stage_sql(own_position: str) -> str:
 
 
 def stage_candidates(conn: sa.Connection, *, min_points: int) -> pl.DataFrame:
-    """Executions to judge (new ones, and cases to re-judge), with their evidence, at once."""
-    sql = _stage_sql(OWN_POSITION_JOINS) + " ORDER BY e.execution_id"
-    return derive(read_frame(conn, sql), min_points=min_points)
+    """Every execution a batch would judge now, with its evidence, in one frame."""
+    return pl.concat(list(staged_chunks(conn, min_points=min_points, chunk_rows=sys.maxsize)))
 
 
 def _staged_range(

@@ -306,6 +306,7 @@ class _Window:
                     "direction": 1 if formed["effect"] > 0 else -1,
                     "formed": formed,
                     "base": _base(pattern),
+                    "blocks": PairBlocks().as_json(),
                 }
                 candidate = rule_entry(pattern, EntryState.CANDIDATE, "", stats)
                 if self.put(candidate, self.out.promoted):
@@ -335,6 +336,9 @@ class _Window:
         rows: list[BlockRow],
     ) -> None:
         stats = dict(rule.stats or {})
+        if "blocks" not in stats:  # written before blocks: rebased, judged on what follows
+            stats |= {"base": _base(pattern), "blocks": PairBlocks().as_json()}
+            rows = []
         blocks = PairBlocks.from_json(stats.get("blocks")).add(rows)
         stats["blocks"] = blocks.as_json()
         later = self._later(pattern, stats)

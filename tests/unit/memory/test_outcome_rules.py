@@ -18,6 +18,7 @@ from reflexmem.memory.contrast import Moments, contrast, spent_alpha
 from reflexmem.memory.distill import DistillReport
 from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.merge import MergeConfig, distill_merged
+from reflexmem.memory.rule_entries import rule_entry
 from reflexmem.memory.store import InMemoryStore
 
 NS = "role:momentum"
@@ -174,3 +175,60 @@ def test_alpha_spending_levels_sum_to_q() -> None:
     assert all(a > b for a, b in itertools.pairwise(levels[:10]))
     with pytest.raises(ValueError, match="count from 1"):
         spent_alpha(0, 0.05)
+
+
+def test_a_rule_written_before_blocks_is_judged_only_on_episodes_after_its_rebase() -> None:
+    # A ledger upgraded from before blocks: the lineage and its waiting rule hold moments
+    # with no block sums (here 200 carriers 0.5 below the rest). Confirming on them would
+    # read those episodes' means against the spread of the new blocks alone; the rule is
+    # rebased at its next window and judged on what follows, here outcomes with no effect.
+    old_in, old_rest = Moments(200, -100.0, 80.0, 150), Moments(800, 0.0, 300.0, 400)
+    formed = contrast(old_in, old_rest)
+    assert formed is not None
+    pattern = MemoryEntry(
+        id=f"sem:{NS}:{PLANTED}@1000",
+        namespace=NS,
+        tier=Tier.SEMANTIC,
+        text="legacy lineage",
+        tags=(PLANTED,),
+        quality=1.0,
+        created_episode=999,
+        stats={"carriers": old_in.as_json(), "rest": old_rest.as_json()}
+        | {"contrast": formed.as_json()},
+    )
+    zero = Moments.of([]).as_json()
+    legacy = rule_entry(
+        pattern,
+        EntryState.CANDIDATE,
+        "",
+        {"direction": -1, "formed": formed.as_json(), "base": {"carriers": zero, "rest": zero}},
+    )
+    store = InMemoryStore()
+    assert store.put(pattern).stored
+    assert store.put(legacy).stored
+    rng = np.random.default_rng(3)
+    carriers = 0
+    for i in range(1000, 1800):
+        tags = [c for c in CONDITIONS if rng.random() < 0.3]
+        carriers += PLANTED in tags
+        store.put(
+            MemoryEntry(
+                id=f"epi:{NS}:{i}",
+                namespace=NS,
+                tier=Tier.EPISODIC,
+                text="decision",
+                tags=tuple(tags),
+                quality=1.0,
+                created_episode=i,
+                outcome=float(np.tanh(rng.normal())),
+            )
+        )
+        if (i + 1) % 10 == 0:
+            distill_merged(store, NS, i - 9, i + 1, MergeConfig())
+    assert not [r for r in rules(store, EntryState.ACTIVE) if r.tags[0] == PLANTED]
+    (judged,) = [r for r in rules(store, EntryState.RETIRED) if r.tags[0] == PLANTED]
+    assert judged.stats is not None
+    confirm = judged.stats["confirm"]
+    assert 60 <= confirm["n_in"] < carriers  # none of the 200 legacy carriers
+    assert confirm["n_in"] + confirm["n_out"] < 800
+    assert confirm["p_value"] > confirm["alpha"]
