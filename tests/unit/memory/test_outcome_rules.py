@@ -27,6 +27,20 @@ SYMBOLS = ("AAPL", "MSFT", "NVDA", "AMZN")
 PLANTED = "missing:technicals"
 
 
+def episode(i: int, tags: tuple[str, ...], z: float) -> MemoryEntry:
+    """Episode ``i`` with its tags and outcome tanh(z), as the trading stream squashes."""
+    return MemoryEntry(
+        id=f"epi:{NS}:{i}",
+        namespace=NS,
+        tier=Tier.EPISODIC,
+        text="decision",
+        tags=tags,
+        quality=1.0,
+        created_episode=i,
+        outcome=float(np.tanh(z)),
+    )
+
+
 def stream(
     seed: int,
     n: int,
@@ -48,18 +62,7 @@ def stream(
         tags.append(f"symbol:{SYMBOLS[rng.integers(len(SYMBOLS))]}")
         shift = effect if turn_at is None or i < turn_at else turn_to
         z = rng.normal() + (shift if PLANTED in tags else 0.0)
-        store.put(
-            MemoryEntry(
-                id=f"epi:{NS}:{i}",
-                namespace=NS,
-                tier=Tier.EPISODIC,
-                text="decision",
-                tags=(f"class:{'loss' if z < 0 else 'win'}", *tags),
-                quality=1.0,
-                created_episode=i,
-                outcome=float(np.tanh(z)),
-            )
-        )
+        store.put(episode(i, (f"class:{'loss' if z < 0 else 'win'}", *tags), z))
         if (i + 1) % 10 == 0:
             report = distill_merged(store, NS, i - 9, i + 1, cfg)
             if reports is not None:
@@ -211,18 +214,7 @@ def test_a_rule_written_before_blocks_is_judged_only_on_episodes_after_its_rebas
     for i in range(1000, 1800):
         tags = [c for c in CONDITIONS if rng.random() < 0.3]
         carriers += PLANTED in tags
-        store.put(
-            MemoryEntry(
-                id=f"epi:{NS}:{i}",
-                namespace=NS,
-                tier=Tier.EPISODIC,
-                text="decision",
-                tags=tuple(tags),
-                quality=1.0,
-                created_episode=i,
-                outcome=float(np.tanh(rng.normal())),
-            )
-        )
+        store.put(episode(i, tuple(tags), rng.normal()))
         if (i + 1) % 10 == 0:
             distill_merged(store, NS, i - 9, i + 1, MergeConfig())
     assert not [r for r in rules(store, EntryState.ACTIVE) if r.tags[0] == PLANTED]
