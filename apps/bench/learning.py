@@ -67,18 +67,18 @@ def learn(
 ) -> tuple[list[MemoryEntry], int]:
     """Record the episodes through the cycle's learning function.
 
-    Returns every live rule (active, candidate or retired) when the test period began
-    and that period's first index. With `checks`, the skill steps run every
+    Returns every rule version not superseded (active, candidate or retired) when the
+    test period began, and that period's first index. With `checks`, the skill steps run every
     `CHECK_EVERY` decisions on the way.
     """
     namespace = role_namespace(role_id)
     store = InMemoryStore()
     state = LearningState.initial(default_policies())
     test_start = int(frame.height * (1.0 - TEST_SHARE))
-    active: list[MemoryEntry] | None = None
+    rules: list[MemoryEntry] | None = None
     for i, row in enumerate(frame.iter_rows(named=True)):
-        if i == test_start:  # entries are immutable: the list keeps what was active then
-            active = list(store.entries(namespace, (Tier.PROCEDURAL,), RULE_STATES))
+        if i == test_start:  # entries are immutable: the list keeps the rules as they were
+            rules = list(store.entries(namespace, (Tier.PROCEDURAL,), RULE_STATES))
         if checks is not None and i and i % CHECK_EVERY == 0:
             checks.run(store, checks.frame["decided_at_ts"][i - 1])
         episode = EpisodeInput(
@@ -91,8 +91,8 @@ def learn(
             decision_id=row["decision_id"],
         )
         state, _ = settle_episode(ROLE_SCHEDULE, store, namespace, state, i, episode)
-    assert active is not None
-    return active, test_start
+    assert rules is not None
+    return rules, test_start
 
 
 RULE_STATES = (EntryState.ACTIVE, EntryState.CANDIDATE, EntryState.RETIRED)
