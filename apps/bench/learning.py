@@ -145,6 +145,7 @@ def judge(stream: Stream, registry: RoleRegistry, role_id: str) -> dict[str, Any
         "skill_found": stream.planted in checks.active(),
         "checkable": stream.planted is not None
         and isinstance(stop_condition(stream.planted), dict),
+        "carriers": None if stream.planted is None else int(stream.cases["planted"].sum()),
         "skill": None,
         "seconds": seconds,
     }
@@ -201,6 +202,8 @@ def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     against-signal is not in the decision record); `skill_power_of_checkable`: the
     planted check's power among them. `oracle_*`: the planted condition checked from the
     start. `rule_stage_at_test`: seeds by where the planted rule stood then (`rule_stage`).
+    `by_kind`: per planted kind, its seeds, mean carriers per stream and how many found
+    the rule and the check (what can be found depends on how many decisions carry it).
     """
     n = len(rows)
     checkable = [r for r in rows if r["checkable"]]
@@ -231,6 +234,23 @@ def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "other_skills_active": sum(len(r["skills_active"]) - int(r["skill_found"]) for r in rows),
         "planted_kinds": sorted({str(r["planted"]).split(":")[0] for r in rows}),
         "rule_stage_at_test": dict(sorted(Counter(str(r["rule_stage"]) for r in rows).items())),
+        "by_kind": _by_kind(rows),
+    }
+
+
+def _by_kind(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    kinds: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        kinds.setdefault(str(r["planted"]).split(":")[0], []).append(r)
+    return {
+        kind: {
+            "seeds": len(mine),
+            "mean_carriers": float(np.mean([r["carriers"] for r in mine])),
+            "rules_active": sum(1 for r in mine if r["found"]),
+            "checks_active": sum(1 for r in mine if r["skill_found"]),
+            "checkable": all(r["checkable"] for r in mine),
+        }
+        for kind, mine in sorted(kinds.items())
     }
 
 

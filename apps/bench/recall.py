@@ -14,7 +14,10 @@ Then, over the same queries, it measures (`measure`: latency, CPU and relevance 
   index is in-process Python, built per role; one role bounds its memory at 1e6).
 
 Relevance: recall@5 = relevant ids in the top 5 / min(5, relevant), nDCG@5 with binary
-gains, both averaged over queries.
+gains, both averaged over queries. Recall's nDCG@5 against the floor's (all queries) and
+the peer's (the peer's queries) is also given as a paired difference with its 95 %
+interval over queries (`paired_difference`): the same queries rank both, so a gap of a
+thousandth between two means is only a difference when the interval says so.
 """
 
 from __future__ import annotations
@@ -75,10 +78,29 @@ def _ndcg(ranked: Sequence[str], relevant: frozenset[str], k: int) -> float:
     return dcg / ideal if ideal > 0 else 0.0
 
 
+def paired_difference(mine: Sequence[float], theirs: Sequence[float]) -> dict[str, float]:
+    """Mean of `mine - theirs` per query with Student's 95 % interval (n - 1 df)."""
+    from scipy.stats import t
+
+    diff = np.asarray(mine, dtype=np.float64) - np.asarray(theirs, dtype=np.float64)
+    if diff.size < 2:
+        return {"mean": math.nan, "ci_low": math.nan, "ci_high": math.nan}
+    mean = float(diff.mean())
+    half = float(t.ppf(0.975, diff.size - 1) * diff.std(ddof=1) / math.sqrt(diff.size))
+    return {
+        "mean": round(mean, 4),
+        "ci_low": round(mean - half, 4),
+        "ci_high": round(mean + half, 4),
+    }
+
+
 def measure(
     query: Callable[[Query], Sequence[str]], queries: Sequence[Query], warmup: int = 10, k: int = K
-) -> dict[str, float]:
-    """Latency (wall and CPU) and relevance of `query` over `queries` (after a warm-up)."""
+) -> dict[str, Any]:
+    """Latency (wall and CPU) and relevance of `query` over `queries` (after a warm-up).
+
+    `ndcg_per_query` keeps each query's nDCG@5, in order, for paired comparisons.
+    """
     for q in queries[:warmup]:
         query(q)
     lat: list[float] = []
@@ -100,6 +122,7 @@ def measure(
         "cpu_ms_per_query": round(cpu * 1000.0 / n, 3),
         "recall_at_5": round(float(np.mean(rec)), 4) if rec else math.nan,
         "ndcg_at_5": round(float(np.mean(ndcg)), 4) if ndcg else math.nan,
+        "ndcg_per_query": tuple(ndcg),
     }
 
 
@@ -108,7 +131,7 @@ def _rss_mb() -> float:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def _in_order(*runs: Callable[[], dict[str, float]]) -> list[dict[str, float]]:
+def _in_order(*runs: Callable[[], dict[str, Any]]) -> list[dict[str, Any]]:
     return [run() for run in runs]
 
 
@@ -214,6 +237,10 @@ def run_bench(
             "peer_build_cpu_s": round(build_cpu, 1),
             "peer_index_rss_mb": round(rss1 - rss0, 1),
             "recall_ndcg_at_5_on_peer_queries": mine_on_peer["ndcg_at_5"],
+            "ndcg_minus_floor": paired_difference(mine["ndcg_per_query"], floor["ndcg_per_query"]),
+            "ndcg_minus_peer": paired_difference(
+                mine_on_peer["ndcg_per_query"], peer_stats["ndcg_per_query"]
+            ),
             "build_s": round(t2 - t0, 1),
         }
 

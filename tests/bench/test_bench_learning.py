@@ -80,6 +80,14 @@ def test_a_planted_effect_is_found_and_its_held_out_interval_excludes_zero(
     stages = one["rule_stage_at_test"]
     assert sum(stages.values()) == 6
     assert stages.get("active", 0) == pytest.approx(one["power"] * 6)
+    # Per planted kind: the seeds add up, and so do the rules and checks found.
+    kinds = one["by_kind"]
+    assert sorted(kinds) == one["planted_kinds"]
+    assert sum(k["seeds"] for k in kinds.values()) == 6
+    assert sum(k["rules_active"] for k in kinds.values()) == stages.get("active", 0)
+    assert sum(k["checks_active"] for k in kinds.values()) == pytest.approx(one["skill_power"] * 6)
+    assert all(k["mean_carriers"] > 0 for k in kinds.values())
+    assert sum(k["seeds"] for k in kinds.values() if k["checkable"]) == one["checkable_seeds"]
 
 
 def test_null_outcomes_do_not_depend_on_the_decision() -> None:
