@@ -36,8 +36,11 @@ def rows(index: np.ndarray, outcome: np.ndarray, carried: np.ndarray) -> list[Bl
     return out
 
 
-def direct(outcome: np.ndarray, carried: np.ndarray, block: np.ndarray) -> tuple[float, float]:
-    """Difference of means and its cluster-robust standard error, from every episode."""
+def direct(
+    outcome: np.ndarray, carried: np.ndarray, block: np.ndarray
+) -> tuple[float, float, float]:
+    """Difference of means, its cluster-robust standard error and the effective number of
+    blocks (Satterthwaite, each block weighed by its variance share), from every episode."""
     a, b = outcome[carried], outcome[~carried]
     m1, m2 = a.mean(), b.mean()
     keys = np.unique(block)
@@ -48,8 +51,15 @@ def direct(outcome: np.ndarray, carried: np.ndarray, block: np.ndarray) -> tuple
             for k in keys
         ]
     )
-    g = len(keys)
-    return m1 - m2, math.sqrt(g / (g - 1) * float(u @ u))
+    v = np.array(
+        [
+            ((block == k) & carried).sum() / len(a) ** 2
+            + ((block == k) & ~carried).sum() / len(b) ** 2
+            for k in keys
+        ]
+    )
+    g = min(float(len(keys)), float(v.sum() ** 2 / (v @ v)))
+    return m1 - m2, math.sqrt(g / (g - 1) * float(u @ u)), g
 
 
 @settings(max_examples=40, deadline=None)
@@ -74,8 +84,8 @@ def test_sums_built_window_by_window_give_the_direct_clustered_interval(
         )
     c = blocks.contrast(Moments.of(outcome[carried]), Moments.of(outcome[~carried]))
     assert c is not None
-    diff, se = direct(outcome, carried, index // BLOCK)
-    g = len(np.unique(index // BLOCK))
+    diff, se, g = direct(outcome, carried, index // BLOCK)
+    assert g <= len(np.unique(index // BLOCK))
     half = stats.t.ppf(0.975, g - 1) * se
     assert c.effect == pytest.approx(diff, abs=1e-12)
     assert (c.ci_low, c.ci_high) == pytest.approx((diff - half, diff + half), rel=1e-6, abs=1e-9)
