@@ -52,8 +52,8 @@ from reflexmem.ael.rules import RULE_FAMILY, Rule
 from reflexmem.memory.cycle import EpisodeInput
 from reflexmem.memory.loop import EpisodeReport, LearningLoop
 from reflexmem.memory.merge import MergeConfig
-from reflexmem.memory.outcome_rules import RuleConfig
 from reflexmem.memory.policies import FULL_DETAILED, default_policies
+from reflexmem.memory.rule_config import RuleConfig
 from reflexmem.memory.schedule import LearningSchedule
 from reflexmem.memory.store import InMemoryStore
 

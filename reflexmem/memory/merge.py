@@ -32,7 +32,8 @@ from reflexmem.memory.distill import (
     window_key,
 )
 from reflexmem.memory.entries import MemoryEntry
-from reflexmem.memory.outcome_rules import RuleConfig, distil_conditions
+from reflexmem.memory.outcome_rules import distil_conditions
+from reflexmem.memory.rule_config import RuleConfig
 from reflexmem.memory.store import MemoryStore
 
 SCOPE_PREFIXES = ("symbol:", "scenario:")

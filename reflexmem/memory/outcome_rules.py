@@ -56,6 +56,7 @@ for longer than the tier keeps, some of its rest is lost (never its carriers).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,44 +67,9 @@ from reflexmem.ledger.enums import EntryState, Tier
 from reflexmem.memory.blocks import BlockRow, PairBlocks
 from reflexmem.memory.contrast import Moments, contrast, spent_alpha
 from reflexmem.memory.entries import MemoryEntry
+from reflexmem.memory.rule_config import RuleConfig
 from reflexmem.memory.rule_entries import pattern_entry, rule_entry
 from reflexmem.memory.store import MemoryStore
-
-
-@dataclass(frozen=True)
-class RuleConfig:
-    """Which tags are conditions, and the thresholds of patterns and rules (one place).
-
-    ``min_support`` 10 (fewer episodes on a side give no usable variance),
-    ``screen_p`` 0.01 (a condition is looked at every window, so screening is strict
-    enough that a null condition is rarely formed at all), ``confirm_support`` 60
-    later carriers (half a standard deviation is then found about four times in five
-    at the first test's level), ``block`` 10 episodes per block of a contrast for
-    episodes that carry no ``block:<k>`` tag (no decision time: one distillation
-    window; a role's cases carry two weeks of their decision time, see
-    `role_stream.BLOCK_SECONDS`), ``q`` 0.05 (the error rate of active rules),
-    ``retire_p`` 0.05.
-    """
-
-    prefixes: tuple[str, ...] = (
-        "missing:",
-        "against:",
-        "direction:",
-        "symbol:",
-        "scenario:",
-        "regime:",
-        "arm:",
-    )
-    min_support: int = 10
-    screen_p: float = 0.01
-    confirm_support: int = 60
-    block: int = 10
-    q: float = 0.05
-    retire_p: float = 0.05
-
-    def is_condition(self, tag: str) -> bool:
-        """Whether the tag was known before the outcome (and so may be a condition)."""
-        return tag.startswith(self.prefixes)
 
 
 @dataclass
@@ -157,6 +123,28 @@ def _tests_so_far(rules: Mapping[str, MemoryEntry]) -> int:
         if r.stats and r.stats.get("confirm")
     ]
     return max(numbers, default=0)
+
+
+def _mirrored(
+    pattern: MemoryEntry, rules: Mapping[str, MemoryEntry], lineages: Mapping[str, MemoryEntry]
+) -> bool:
+    """Whether a condition with a rule splits the episodes exactly the other way.
+
+    Like `direction:long` and `direction:short`: one contrast, a second rule would spend
+    the error budget on it again. Its lineage's carriers are then this one's rest.
+    """
+    mine = pattern.stats or {}
+    flipped = (Moments.from_json(mine.get("rest")), Moments.from_json(mine.get("carriers")))
+    for condition in rules:
+        theirs = getattr(lineages.get(condition), "stats", None) or {}
+        pair = (Moments.from_json(theirs.get("carriers")), Moments.from_json(theirs.get("rest")))
+        if theirs and all(_same(a, b) for a, b in zip(pair, flipped, strict=True)):
+            return True
+    return False
+
+
+def _same(a: Moments, b: Moments) -> bool:
+    return a.n == b.n and a.losses == b.losses and math.isclose(a.total, b.total, abs_tol=1e-9)
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -235,6 +223,7 @@ class _Window:
             (EntryState.ACTIVE, EntryState.CANDIDATE),
         )
         rules = _newest(self.store, self.namespace, Tier.PROCEDURAL, cfg.prefixes)
+        written: list[tuple[MemoryEntry, list[BlockRow]]] = []
         for condition in conditions:
             prev = lineages.get(condition)
             here = _moments(current, condition)
@@ -271,7 +260,11 @@ class _Window:
                 )
                 self.store.set_state(prev.id, done)
             lineages[condition] = pattern
-            self._step(pattern, rules, rows)
+            written.append((pattern, rows))
+        # Rules step once every lineage of the window is written, so a condition is
+        # compared with the others as they stand now (`_mirrored`).
+        for pattern, rows in written:
+            self._step(pattern, rules, rows, lineages)
         return self.out
 
     def _window_blocks(self, condition: str, since: int) -> list[BlockRow]:
@@ -295,11 +288,17 @@ class _Window:
         return list(zip(*(c.tolist() for c in columns), strict=True))
 
     def _step(
-        self, pattern: MemoryEntry, rules: dict[str, MemoryEntry], rows: list[BlockRow]
+        self,
+        pattern: MemoryEntry,
+        rules: dict[str, MemoryEntry],
+        rows: list[BlockRow],
+        lineages: Mapping[str, MemoryEntry],
     ) -> None:
         condition = pattern.tags[0]
         rule = rules.get(condition)
         if rule is None:
+            if _mirrored(pattern, rules, lineages):
+                return
             if pattern.state is EntryState.ACTIVE and pattern.stats and pattern.stats["contrast"]:
                 formed = pattern.stats["contrast"]
                 stats = {

@@ -7,7 +7,7 @@ import pytest
 from reflexmem.ledger.enums import EntryState, Tier
 from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.merge import MergeConfig, distill_merged
-from reflexmem.memory.outcome_rules import RuleConfig
+from reflexmem.memory.rule_config import RuleConfig
 from reflexmem.memory.store import InMemoryStore
 
 NS = "role:momentum"

@@ -224,3 +224,23 @@ def test_a_rule_written_before_blocks_is_judged_only_on_episodes_after_its_rebas
     assert 60 <= confirm["n_in"] < carriers  # none of the 200 legacy carriers
     assert confirm["n_in"] + confirm["n_out"] < 800
     assert confirm["p_value"] > confirm["alpha"]
+
+
+def test_two_conditions_that_split_the_episodes_the_same_way_make_one_rule() -> None:
+    # Every episode is long or short, and shorts cost 0.8 sd: `direction:short` and
+    # `direction:long` are one contrast. It is screened and tested once, not twice.
+    rng = np.random.default_rng(7)
+    store, cfg = InMemoryStore(), MergeConfig()
+    for i in range(600):
+        side = "short" if rng.random() < 0.5 else "long"
+        z = rng.normal() - (0.8 if side == "short" else 0.0)
+        store.put(episode(i, (f"class:{'loss' if z < 0 else 'win'}", f"direction:{side}"), z))
+        if (i + 1) % 10 == 0:
+            distill_merged(store, NS, i - 9, i + 1, cfg)
+    lineages = {e.tags[0] for e in store.entries(NS, (Tier.SEMANTIC,))}
+    assert lineages >= {"direction:long", "direction:short"}
+    made = {e.tags[0] for e in store.entries(NS, (Tier.PROCEDURAL,))}
+    assert len(made) == 1, made
+    (active,) = rules(store, EntryState.ACTIVE)
+    assert active.stats is not None
+    assert active.stats["confirm"]["test"] == 1
