@@ -16,7 +16,8 @@ while the contrast passes the screening level, ``candidate`` otherwise.
 A **procedural rule** goes through three steps:
 
 1. *formed*: the lineage's contrast passes screening (two-sided p below
-   ``screen_p`` with at least ``min_support`` episodes on each side). The rule is a
+   ``screen_p`` with at least ``min_support`` episodes on each side) and no other
+   rule's condition splits the episodes the same way (`_mirrored`). The rule is a
    ``candidate``: recall ignores it.
 2. *confirmed or rejected, once*: when ``confirm_support`` carriers (and as many
    others) have arrived **after** the rule was formed, their contrast is tested
