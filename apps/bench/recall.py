@@ -41,6 +41,7 @@ from apps.bench.support import scratch_engine
 from reflexmem.ledger.bulk import bulk_insert
 from reflexmem.recall import RecallConstraints, recall
 from reflexmem.settings import Settings
+from reflexmem.structures.gain import paired
 
 __all__ = ["ROLES", "SYMBOLS", "case_frames", "load_cases", "measure", "run_bench"]
 K = 5
@@ -79,18 +80,12 @@ def _ndcg(ranked: Sequence[str], relevant: frozenset[str], k: int) -> float:
 
 
 def paired_difference(mine: Sequence[float], theirs: Sequence[float]) -> dict[str, float]:
-    """Mean of `mine - theirs` per query with Student's 95 % interval (n - 1 df)."""
-    from scipy.stats import t
-
-    diff = np.asarray(mine, dtype=np.float64) - np.asarray(theirs, dtype=np.float64)
-    if diff.size < 2:
-        return {"mean": math.nan, "ci_low": math.nan, "ci_high": math.nan}
-    mean = float(diff.mean())
-    half = float(t.ppf(0.975, diff.size - 1) * diff.std(ddof=1) / math.sqrt(diff.size))
+    """Mean of `mine - theirs` per query with Student's 95 % interval (`gain.paired`)."""
+    both = paired(np.asarray(mine, dtype=np.float64), np.asarray(theirs, dtype=np.float64))
     return {
-        "mean": round(mean, 4),
-        "ci_low": round(mean - half, 4),
-        "ci_high": round(mean + half, 4),
+        "mean": round(both["mean"], 4),
+        "ci_low": round(both["low"], 4),
+        "ci_high": round(both["high"], 4),
     }
 
 

@@ -298,9 +298,9 @@ class _Window:
         condition = pattern.tags[0]
         rule = rules.get(condition)
         if rule is None:
-            if _mirrored(pattern, rules, lineages):
-                return
             if pattern.state is EntryState.ACTIVE and pattern.stats and pattern.stats["contrast"]:
+                if _mirrored(pattern, rules, lineages):  # only when a rule would form
+                    return
                 formed = pattern.stats["contrast"]
                 stats = {
                     "direction": 1 if formed["effect"] > 0 else -1,
