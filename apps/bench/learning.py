@@ -17,7 +17,8 @@ Reported:
   of the last `TEST_SHARE` of the stream in time, which the learner had not seen when
   the test period began, are checked by the rules active at that moment (hold what an
   active avoid-rule's condition matches); effect = mean realized return of what
-  proceeds minus that of what is held, with Welch's 95 % interval.
+  proceeds minus that of what is held, with the production check's 95 % interval over
+  two-week blocks (`reflex.outcomes`; none before five blocks).
 * **oracle** (the ceiling): the same held-out decisions checked by the planted
   condition itself.
 * **skills** (`learning_skills.py`): every confirmed avoid-rule becomes a check through
@@ -130,6 +131,7 @@ def judge(stream: Stream, registry: RoleRegistry, role_id: str) -> dict[str, Any
     active = [r for r in rules if r.state is EntryState.ACTIVE]
     test = frame.slice(test_start)
     ret = stream.cases["realized_return"].slice(test_start).to_numpy()
+    at = stream.cases["decided_at"].slice(test_start)
     avoid = [r.tags[0] for r in active if r.stats and r.stats["direction"] < 0]
     tags = test["tags"].to_list()
     held = np.array([any(c in t for c in avoid) for t in tags], dtype=bool)
@@ -138,7 +140,7 @@ def judge(stream: Stream, registry: RoleRegistry, role_id: str) -> dict[str, Any
         "active_at_test": sorted(r.tags[0] for r in active),
         "found": stream.planted in avoid,
         "rule_stage": None if stream.planted is None else rule_stage(rules, stream.planted),
-        "learner": held_effect(held, ret) if held.any() else None,
+        "learner": held_effect(held, ret, at) if held.any() else None,
         "rule": None,
         "oracle": None,
         "skills_active": checks.active(),
@@ -151,12 +153,12 @@ def judge(stream: Stream, registry: RoleRegistry, role_id: str) -> dict[str, Any
     }
     if stream.planted is not None:
         oracle = stream.cases["planted"].slice(test_start).to_numpy()
-        out["oracle"] = held_effect(oracle, ret)
+        out["oracle"] = held_effect(oracle, ret, at)
         if out["skill_found"]:
             out["skill"] = checks.after_activation(str(stream.planted), stream.cases["planted"])
         if out["found"]:
             mine = np.array([stream.planted in t for t in tags], dtype=bool)
-            out["rule"] = held_effect(mine, ret)
+            out["rule"] = held_effect(mine, ret, at)
     return out
 
 
@@ -208,18 +210,20 @@ def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     n = len(rows)
     checkable = [r for r in rows if r["checkable"]]
     rules = [r["rule"] for r in rows if r["rule"] is not None]
-    skills = [r["skill"] for r in rows if r["skill"] and r["skill"]["ci_low"] is not None]
+    skills = [r["skill"] for r in rows if r["skill"]]
     learner = [r["learner"]["effect"] if r["learner"] else 0.0 for r in rows]
     oracle = [r["oracle"]["effect"] for r in rows if r["oracle"] is not None]
     mean_l, mean_o = _mean(learner), _mean(oracle)
     return {
         "seeds": n,
         "power": sum(1 for r in rows if r["found"]) / n,
-        "rule_ci_excludes_zero": sum(1 for x in rules if x["ci_low"] > 0) / n,
+        "rule_ci_excludes_zero": sum(1 for x in rules if (x["ci_low"] or 0) > 0) / n,
         "rule_effect_mean": _mean([x["effect"] for x in rules]),
         "learner_effect_mean": mean_l,
         "oracle_effect_mean": mean_o,
-        "oracle_ci_excludes_zero": sum(1 for r in rows if r["oracle"] and r["oracle"]["ci_low"] > 0)
+        "oracle_ci_excludes_zero": sum(
+            1 for r in rows if r["oracle"] and (r["oracle"]["ci_low"] or 0) > 0
+        )
         / n,
         "learner_over_oracle": None if not (mean_l and mean_o) else mean_l / mean_o,
         "other_rules_active": sum(len(r["active_at_test"]) - int(r["found"]) for r in rows),
@@ -228,7 +232,7 @@ def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "skill_power_of_checkable": None
         if not checkable
         else sum(1 for r in checkable if r["skill_found"]) / len(checkable),
-        "skill_ci_excludes_zero": sum(1 for x in skills if x["ci_low"] > 0) / n,
+        "skill_ci_excludes_zero": sum(1 for x in skills if (x["ci_low"] or 0) > 0) / n,
         "skill_effect_mean": _mean([x["effect"] for x in skills]),
         "skill_over_oracle": _ratio(skills),
         "other_skills_active": sum(len(r["skills_active"]) - int(r["skill_found"]) for r in rows),

@@ -22,11 +22,10 @@ import polars as pl
 
 from reflexmem.ledger.enums import EntryState, Tier
 from reflexmem.ledger.reflex_enums import SkillState
-from reflexmem.memory.contrast import Moments, contrast
 from reflexmem.memory.ledger_mirror import role_namespace
 from reflexmem.memory.store import InMemoryStore
 from reflexmem.reflex.evidence import VersionView
-from reflexmem.reflex.outcomes import check_stops
+from reflexmem.reflex.outcomes import DECIDED_AT, RETURN, STOPPED, check_stops, outcome_effect
 from reflexmem.reflex.rule_checks import rule_check_file, rule_step
 from reflexmem.reflex.skills import parse_skill
 from reflexmem.reflex.trading import observations, text_frame
@@ -61,17 +60,22 @@ def judged(cases: pl.DataFrame, registry: RoleRegistry) -> pl.DataFrame:
     )
 
 
-def held_effect(held: np.ndarray, ret: np.ndarray) -> dict[str, Any] | None:
-    """Mean return of what proceeds minus what is held, Welch's 95 % interval (None: too few)."""
-    c = contrast(Moments.of(ret[~held]), Moments.of(ret[held]))
-    if c is None:
+def held_effect(held: np.ndarray, ret: np.ndarray, at: pl.Series) -> dict[str, Any] | None:
+    """Mean return of what proceeds minus what is held (None: too few on a side).
+
+    The interval is the production check's, over two-week blocks of `at`
+    (`outcomes.outcome_effect`; None before five blocks).
+    """
+    rows = pl.DataFrame({STOPPED: held, RETURN: ret, DECIDED_AT: at})
+    eff = outcome_effect(rows)
+    if eff.effect is None:
         return None
     return {
-        "effect": c.effect,
-        "ci_low": c.ci_low,
-        "ci_high": c.ci_high,
-        "n_held": c.n_out,
-        "n_passed": c.n_in,
+        "effect": eff.effect,
+        "ci_low": eff.ci_low,
+        "ci_high": eff.ci_high,
+        "n_held": eff.n_held,
+        "n_passed": eff.n_passed,
     }
 
 
@@ -133,9 +137,9 @@ class Checks:
         rows = rows.filter(
             (pl.col("decided_at_ts") > view.active_at) & (pl.col("role_id") == self.role_id)
         )
-        ret = rows["realized_return"].to_numpy()
-        found = held_effect(check_stops(view.spec, rows).to_numpy(), ret)
-        oracle = held_effect(rows["_truth"].to_numpy(), ret)
+        ret, at = rows["realized_return"].to_numpy(), rows["decided_at_ts"]
+        found = held_effect(check_stops(view.spec, rows).to_numpy(), ret, at)
+        oracle = held_effect(rows["_truth"].to_numpy(), ret, at)
         if found is None:
             return None
         return found | {"oracle_effect": oracle["effect"] if oracle else None}

@@ -93,7 +93,7 @@ def outcome_line(outcome: OutcomeEffect | None) -> str:
     interval = (
         f"[{_pct(outcome.ci_low)}, {_pct(outcome.ci_high)}]"
         if outcome.ci_low is not None
-        else "[no interval: a side has fewer than 2 settled decisions]"
+        else "[no interval: fewer than 2 settled decisions on a side or 5 two-week blocks]"
     )
     return (
         f"effect on realized return: {_pct(outcome.effect)} {interval}, "

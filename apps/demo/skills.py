@@ -198,7 +198,8 @@ def show(res: Resources, console: Console) -> None:
     console.print(
         table(
             "what each promoted check did to realized returns on held-out decisions "
-            "(passed minus held, 95% Welch interval; policy: restates the role file)",
+            "(passed minus held, 95% interval over two-week blocks; policy: restates the "
+            "role file)",
             ("check", "kind", "effect", "95% interval", "held", "passed"),
             [_outcome_row(key, effects.kinds.get(key, "-"), o)
              for key, o in sorted(effects.outcomes.items())],
@@ -234,9 +235,9 @@ def show(res: Resources, console: Console) -> None:
 
 
 def _outcome_row(key: str, kind: str, o: OutcomeEffect) -> tuple[str, ...]:
-    if o.effect is None or o.ci_low is None or o.ci_high is None:
+    if o.effect is None:
         return (key, kind, "too little data", "-", str(o.n_held), str(o.n_passed))
-    interval = f"[{o.ci_low:+.2%}, {o.ci_high:+.2%}]"
+    interval = "< 5 blocks" if o.ci_low is None else f"[{o.ci_low:+.2%}, {o.ci_high or 0:+.2%}]"
     return (key, kind, f"{o.effect:+.2%}", interval, str(o.n_held), str(o.n_passed))
 
 

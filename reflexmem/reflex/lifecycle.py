@@ -103,9 +103,10 @@ REQUIRED_METRICS: Mapping[EvidenceKind, tuple[str, ...]] = {
     K.SHADOW: ("n", "agreement"),
     K.ROLLOUT: ("treated", "control"),
     K.DRIFT: ("n_recent",),
-    K.OUTCOME: ("n_passed", "n_held", "effect", "ci_low", "ci_high"),
+    K.OUTCOME: ("n_passed", "n_held", "effect"),
 }
-"""Figures a piece of evidence must carry for a promotion to rely on it."""
+"""Figures a piece of evidence must carry for a promotion to rely on it (outcome evidence
+carries `ci_low` and `ci_high` once its decisions span enough blocks for an interval)."""
 
 USABLE_STATES = frozenset({S.LIMITED, S.ACTIVE})
 """States in which a version may decide routed inputs (limited: in its rollout only)."""
@@ -194,11 +195,12 @@ def check_move(
                 f"{name}: outcome evidence passes only when the check's effect on realized "
                 f"returns is a gain (effect {item.metrics['effect']:+.4f})"
             )
-        if item.kind == K.OUTCOME and to == S.ACTIVE and not item.metrics["ci_low"] > 0:
+        low = item.metrics.get("ci_low")
+        if item.kind == K.OUTCOME and to == S.ACTIVE and not (low is not None and low > 0):
+            shown = "none" if low is None else f"{low:+.4f}"
             raise LifecycleError(
                 f"{name}: outcome evidence makes a check active only when the interval of its "
-                f"effect on realized returns excludes zero on the gaining side (low "
-                f"{item.metrics['ci_low']:+.4f})"
+                f"effect on realized returns excludes zero on the gaining side (low {shown})"
             )
         if item.kind == K.ROLLOUT and min(item.metrics["treated"], item.metrics["control"]) <= 0:
             raise LifecycleError(f"{name}: rollout evidence needs episodes in both arms")

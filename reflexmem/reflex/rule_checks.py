@@ -25,7 +25,9 @@ did not read (:func:`next_move`):
 2. ``validating -> limited``: a screen on decisions made since the check was created:
    with `MIN_HELD` on each side, what it would hold did worse than what it lets pass.
 3. ``limited -> active``: on decisions made since it became limited, the interval of
-   its effect lies above zero (`outcomes.outcome_evidence`'s rule).
+   its effect lies above zero (`outcomes.outcome_evidence`'s rule). The interval counts
+   two-week blocks, not decisions, so it waits for `MIN_BLOCKS` of them: a check holds
+   one symbol's or one scenario's decisions, and those of one fortnight move together.
 
 A harmful effect (interval below zero) rejects at any step; no gain shown after
 `MAX_HELD` held decisions rejects too.
@@ -41,6 +43,7 @@ import polars as pl
 
 from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.ledger.skill_cycle_models import CheckKind
+from reflexmem.memory.blocks import MIN_BLOCKS
 from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.rule_entries import describe
 from reflexmem.reflex.evidence import VersionView
@@ -147,13 +150,9 @@ def rule_check_file(
 
 
 def _evidence(eff: OutcomeEffect, verdict: str, passed: bool, **detail: Any) -> Evidence:
-    metrics = {
-        "n_passed": eff.n_passed,
-        "n_held": eff.n_held,
-        "effect": eff.effect or 0.0,
-        "ci_low": eff.ci_low if eff.ci_low is not None else 0.0,
-        "ci_high": eff.ci_high if eff.ci_high is not None else 0.0,
-    }
+    metrics = {"n_passed": eff.n_passed, "n_held": eff.n_held, "effect": eff.effect or 0.0}
+    if eff.ci_low is not None and eff.ci_high is not None:  # none before five blocks
+        metrics |= {"ci_low": eff.ci_low, "ci_high": eff.ci_high}
     info = {"verdict": verdict, "method": METHOD, "confidence": CONFIDENCE, **detail}
     return Evidence(EvidenceKind.OUTCOME, passed, metrics, info)
 
@@ -192,12 +191,14 @@ def next_move(state: SkillState, eff: OutcomeEffect) -> tuple[SkillState, Eviden
 
     `eff` is the check's effect on the decisions of the step's window (see module doc).
     """
-    if eff.ci_low is None or eff.ci_high is None or min(eff.n_passed, eff.n_held) < MIN_HELD:
+    if eff.effect is None or min(eff.n_passed, eff.n_held) < MIN_HELD:
         return f"fewer than {MIN_HELD} decisions on a side with a realized return since {state}"
-    if eff.ci_high < 0:
+    if eff.ci_high is not None and eff.ci_high < 0:
         return S.REJECTED, _evidence(eff, "harm", False)
-    if state == S.VALIDATING:
-        target, gained = S.LIMITED, (eff.effect or 0.0) > 0
+    if state == S.VALIDATING:  # the screen: a gain in the mean, interval or not
+        target, gained = S.LIMITED, eff.effect > 0
+    elif eff.ci_low is None:
+        return f"fewer than {MIN_BLOCKS} two-week blocks of decisions since {state}"
     else:
         target, gained = S.ACTIVE, eff.ci_low > 0
     if gained:

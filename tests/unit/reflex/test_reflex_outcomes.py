@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
 import yaml
+from scipy import special
 
 from reflexmem.ledger.reflex_enums import SkillState
+from reflexmem.memory.role_stream import BLOCK_SECONDS
 from reflexmem.reflex.candidates import candidate_files
 from reflexmem.reflex.clusters import describe
 from reflexmem.reflex.evidence import VersionView
@@ -26,61 +29,89 @@ from reflexmem.reflex.outcomes import (
 )
 from reflexmem.reflex.skills import SkillSpec, parse_skill
 from reflexmem.registry import RoleRegistry
+from tests.unit.memory.test_blocks import direct
 from tests.unit.reflex.trading_data import START, episodes
 
-T_975_DF4 = 2.7764451051977987
-"""The 97.5 % quantile of Student's t with 4 degrees of freedom."""
+DAY = timedelta(days=1)
 
 
-def _frame(stopped: list[bool | None], returns: list[float | None]) -> pl.DataFrame:
+def _frame(
+    stopped: Sequence[bool | None], returns: Sequence[float | None], days: list[int] | None = None
+) -> pl.DataFrame:
+    """Decisions, each on its own day (or on `days`); two weeks make a block."""
+    at = [START + d * DAY for d in (days if days is not None else range(len(stopped)))]
     return pl.DataFrame(
-        {"stopped": stopped, "realized_return": returns},
-        schema={"stopped": pl.Boolean, "realized_return": pl.Float64},
+        {"stopped": stopped, "realized_return": returns, "decided_at_ts": at},
+        schema={
+            "stopped": pl.Boolean,
+            "realized_return": pl.Float64,
+            "decided_at_ts": pl.Datetime("us", "UTC"),
+        },
     )
+
+
+def _expected(frame: pl.DataFrame) -> tuple[float, float, float]:
+    """Effect and 95 % interval computed directly from every decision and its block."""
+    rows = frame.filter(pl.col("realized_return").is_not_null())
+    ret = rows["realized_return"].to_numpy()
+    passed = ~rows["stopped"].fill_null(False).to_numpy()
+    block = (rows["decided_at_ts"].dt.epoch("s") // BLOCK_SECONDS).to_numpy()
+    d, se, g = direct(ret, passed, block)
+    half = float(special.stdtrit(g - 1.0, 0.975)) * se
+    return d, d - half, d + half
 
 
 def test_a_check_whose_stops_did_no_worse_has_an_interval_covering_zero() -> None:
+    rng = np.random.default_rng(4)
+    n = 160  # 10 weeks of decisions: five blocks
     frame = _frame(
-        [False, False, False, False, True, True, True],
-        [0.01, -0.02, 0.03, -0.01, 0.02, -0.03, 0.0],
+        list(rng.random(n) < 0.25), list(rng.normal(0.0, 0.02, n)), [d // 2 for d in range(n)]
     )
     found = outcome_effect(frame)
-    assert (found.n_passed, found.n_held) == (4, 3)
-    assert found.mean_passed == pytest.approx(0.0025)
-    assert found.mean_held == pytest.approx(-0.01 / 3)
-    assert found.effect == pytest.approx(0.0025 + 0.01 / 3)
-    assert found.loss_rate_passed == 0.5
-    assert found.loss_rate_held == pytest.approx(1 / 3)
-    # Welch: var 0.0004333 / 4 and 0.0006333 / 3, df 4.47 (scipy's ttest_ind agrees)
-    assert found.ci_low == pytest.approx(-0.04450132892552, abs=1e-12)
-    assert found.ci_high == pytest.approx(0.05616799559219, abs=1e-12)
+    held = frame["stopped"].to_numpy()
+    assert (found.n_passed, found.n_held) == (int((~held).sum()), int(held.sum()))
+    ret = frame["realized_return"].to_numpy()
+    assert found.mean_passed == pytest.approx(ret[~held].mean())
+    assert found.mean_held == pytest.approx(ret[held].mean())
+    assert found.loss_rate_held == pytest.approx((ret[held] < 0).mean())
+    effect, low, high = _expected(frame)
+    assert found.effect == pytest.approx(effect, abs=1e-12)
+    assert found.ci_low == pytest.approx(low, abs=1e-12)
+    assert found.ci_high == pytest.approx(high, abs=1e-12)
     assert found.covers_zero is True
-    assert found.ci_low is not None
-    assert found.ci_low < (found.effect or 0.0) < (found.ci_high or 0.0)
+    assert found.method == "blocks_t"
 
 
 def test_a_check_that_stops_the_losers_has_an_interval_excluding_zero() -> None:
-    frame = _frame(
-        [False, False, False, True, True, True, None, False],
-        [0.02, 0.03, 0.04, -0.01, -0.02, -0.03, 0.5, None],
-    )
+    held = [i % 3 == 0 for i in range(90)]
+    returns = [(-0.02 if h else 0.01) + 0.005 * ((i * 7) % 5 - 2) for i, h in enumerate(held)]
+    frame = _frame([*held, None, False], [*returns, 0.5, None])
     found = outcome_effect(frame)
     # the null `stopped` proceeds; the row without a return is left out
-    assert (found.n_passed, found.n_held) == (4, 3)
-    frame = frame.head(6)
-    found = outcome_effect(frame)
-    assert (found.n_passed, found.n_held) == (3, 3)
-    assert found.effect == pytest.approx(0.05)
+    assert (found.n_passed, found.n_held) == (61, 30)
+    found = outcome_effect(frame.head(90))
+    assert found.effect == pytest.approx(0.03, abs=0.002)
     assert (found.loss_rate_passed, found.loss_rate_held) == (0.0, 1.0)
-    # both variances 1e-4: se = sqrt(2e-4 / 3), Welch df = 4
-    half = T_975_DF4 * math.sqrt(2e-4 / 3)
-    assert found.ci_low == pytest.approx(0.05 - half, abs=1e-12)
-    assert found.ci_high == pytest.approx(0.05 + half, abs=1e-12)
+    _, low, high = _expected(frame.head(90))
+    assert found.ci_low == pytest.approx(low, abs=1e-12)
+    assert found.ci_high == pytest.approx(high, abs=1e-12)
     assert found.covers_zero is False
 
 
+def test_decisions_of_one_fortnight_are_one_draw_not_many() -> None:
+    # 60 decisions over four weeks: two blocks, whatever their number; Welch would give
+    # a tight interval, blocks give none until five fortnights hold decisions
+    held = [i % 4 == 0 for i in range(60)]
+    returns = [-0.02 if h else 0.01 for h in held]
+    crowded = outcome_effect(_frame(held, returns, [i // 3 for i in range(60)]))
+    assert crowded.effect == pytest.approx(0.03)
+    assert (crowded.ci_low, crowded.ci_high, crowded.covers_zero) == (None, None, None)
+    spread = outcome_effect(_frame(held, returns, list(range(60))))
+    assert spread.ci_low is not None
+
+
 def test_too_little_data_gives_none_not_a_number() -> None:
-    one_held = outcome_effect(_frame([False, False, True], [0.01, 0.02, -0.05]))
+    one_held = outcome_effect(_frame([False, False, True], [0.01, 0.02, -0.05], [0, 15, 30]))
     assert (one_held.n_passed, one_held.n_held) == (2, 1)
     assert (one_held.effect, one_held.ci_low, one_held.ci_high) == (None, None, None)
     assert one_held.mean_held == -0.05
@@ -94,18 +125,20 @@ def test_too_little_data_gives_none_not_a_number() -> None:
     )
     empty = outcome_effect(_frame([], []))
     assert (empty.n_passed, empty.n_held, empty.effect) == (0, 0, None)
-    flat = outcome_effect(_frame([False, False, True, True], [0.01, 0.01, 0.0, 0.0]))
+    flat = outcome_effect(_frame([False, True] * 5, [0.01, 0.0] * 5, [14 * i for i in range(10)]))
     assert [flat.effect, flat.ci_low, flat.ci_high] == [pytest.approx(0.01)] * 3
 
 
 def test_effects_of_many_checks_in_one_pass_match_one_at_a_time() -> None:
-    a = _frame([False, False, False, True, True, True], [0.02, 0.03, 0.04, -0.01, -0.02, -0.03])
+    rng = np.random.default_rng(7)
+    a = _frame(list(rng.random(80) < 0.3), list(rng.normal(0.01, 0.02, 80)), list(range(80)))
     b = _frame([False, False, True, True], [0.01, -0.01, 0.02, 0.04])
     both = pl.concat(
         [a.with_columns(pl.lit("a").alias("skill")), b.with_columns(pl.lit("b").alias("skill"))]
     )
     found = outcome_effects(both, "skill")
     assert found["a"] == outcome_effect(a)
+    assert found["a"].ci_low is not None
     assert found["b"] == outcome_effect(b)
     assert found["b"].effect == pytest.approx(-0.03)
 
@@ -209,6 +242,15 @@ def test_held_out_rows_leave_out_sources_fit_and_earlier_decisions(
     assert found.effect == pytest.approx(0.03)
 
 
+def _stretched(frame: pl.DataFrame, by: int = 10) -> pl.DataFrame:
+    """The same decisions `by` times further apart: hours become days, two weeks a block."""
+    at = pl.col("decided_at_ts")
+    return frame.with_columns((pl.lit(START) + (at - pl.lit(START)) * by).alias("decided_at_ts"))
+
+
+THROUGH = START + timedelta(days=300)
+
+
 def _view(registry: RoleRegistry, frame: pl.DataFrame) -> VersionView:
     created = START + timedelta(hours=100)
     return VersionView(
@@ -228,8 +270,8 @@ def test_outcome_evidence_judges_a_learned_check_on_realized_returns(
     frame = episodes(registry, 400)
     noise = (pl.int_range(pl.len()) % 7 - 3).cast(pl.Float64) / 1000.0
     returns = pl.when(pl.col("pattern").is_not_null()).then(held).otherwise(0.01) + noise
-    frame = frame.with_columns(returns.alias("realized_return"))
-    found = outcome_evidence(_view(registry, frame), frame, through=START + timedelta(days=30))
+    frame = _stretched(frame.with_columns(returns.alias("realized_return")))
+    found = outcome_evidence(_view(registry, frame), frame, through=THROUGH)
     assert found is not None
     assert found.kind == "outcome"
     assert (found.detail["verdict"], found.passed) == (verdict, passed)
@@ -241,9 +283,9 @@ def test_outcome_evidence_waits_while_an_interval_covers_zero_on_few_decisions(
 ) -> None:
     frame = episodes(registry, 400)
     noise = (pl.int_range(pl.len()) % 7 - 3).cast(pl.Float64) / 100.0
-    frame = frame.with_columns(noise.alias("realized_return"))
+    frame = _stretched(frame.with_columns(noise.alias("realized_return")))
     view = _view(registry, frame)
-    through = START + timedelta(days=30)
+    through = THROUGH
     rows = held_out_rows(view, frame, through=through)
     assert 20 <= int(rows["stopped"].sum()) < MAX_HELD  # enough to look, too few to give up
     assert outcome_evidence(view, frame, through=through) is None

@@ -96,6 +96,7 @@ def _effect(held_mean: float, n_held: int, seed: int = 0) -> OutcomeEffect:
             "realized_return": np.concatenate(
                 [rng.normal(held_mean, 0.02, n_held), rng.normal(0.0, 0.02, 400)]
             ),
+            "decided_at_ts": [NOW + timedelta(days=i % 200) for i in range(n_held + 400)],
         }
     )
     return outcome_effect(frame)
@@ -184,3 +185,17 @@ def test_a_check_of_a_true_effect_becomes_active_and_of_none_does_not() -> None:
     null = _walk(_decisions(cost=0.0))
     assert S.ACTIVE not in null
     assert null[-1] in (S.VALIDATING, S.LIMITED, S.REJECTED)
+
+
+def test_before_five_blocks_a_check_is_screened_but_never_made_active() -> None:
+    # a gain in the mean on decisions of fewer than five fortnights: no interval yet
+    early = OutcomeEffect(400, 40, 0.01, -0.01, 0.4, 0.6, 0.02, None, None)
+    to, ev = _moved(S.VALIDATING, early)
+    assert to == S.LIMITED
+    assert "ci_low" not in ev.metrics  # no interval is recorded as none, never as zero
+    check_move("x@1", S.VALIDATING, S.LIMITED, [ev], quality_floor=0.0)
+    waits = next_move(S.LIMITED, early)
+    assert isinstance(waits, str)
+    assert "two-week blocks" in waits
+    with pytest.raises(ValueError, match="low none"):
+        check_move("x@1", S.LIMITED, S.ACTIVE, [ev], quality_floor=0.0)
