@@ -336,6 +336,15 @@ def held_out_effect(
     return outcome_effect(held_out_rows(view, episodes, through=through, after=after))
 
 
+def holds_everything(eff: OutcomeEffect) -> bool:
+    """`MAX_HELD` decisions held and fewer than `MIN_HELD` let through: never comparable.
+
+    Such a check (a proposal stricter than any decision meets, say) would otherwise wait
+    for a comparison forever while holding its rollout's every decision.
+    """
+    return eff.n_held >= MAX_HELD and eff.n_passed < MIN_HELD
+
+
 def outcome_evidence(
     view: VersionView, episodes: pl.DataFrame, *, through: datetime, after: datetime | None = None
 ) -> Evidence | None:
@@ -343,10 +352,16 @@ def outcome_evidence(
 
     `gain` (passes): the interval of its effect lies above zero. `harm`: below zero.
     `none`: still covering zero after `MAX_HELD` held decisions, i.e. no gain shown
-    where one would have been seen. Before `MIN_HELD` decisions on each side, or while
-    an interval covers zero on fewer held decisions, the verdict waits.
+    where one would have been seen, or `MAX_HELD` held while fewer than `MIN_HELD`
+    passed (a check that holds nearly everything leaves nothing to compare with). Before
+    `MIN_HELD` decisions on each side, or while an interval covers zero on fewer held
+    decisions, the verdict waits.
     """
     eff = held_out_effect(view, episodes, through=through, after=after)
+    if holds_everything(eff):
+        counts = {"n_passed": eff.n_passed, "n_held": eff.n_held, "effect": eff.effect or 0.0}
+        why = {"verdict": "none", "method": METHOD, "reason": "holds nearly every decision"}
+        return Evidence(EvidenceKind.OUTCOME, False, counts, why)
     if eff.ci_low is None or eff.ci_high is None or min(eff.n_passed, eff.n_held) < MIN_HELD:
         return None
     verdict = "gain" if eff.ci_low > 0 else "harm" if eff.ci_high < 0 else "none"

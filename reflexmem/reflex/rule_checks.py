@@ -56,6 +56,7 @@ from reflexmem.reflex.outcomes import (
     RULE_PROVENANCE,
     OutcomeEffect,
     held_out_effect,
+    holds_everything,
 )
 from reflexmem.reflex.skills import dump_yaml
 from reflexmem.reflex.trading import PROCEED, TRADE_ENVIRONMENT, TRADE_FAMILY, observation_schema
@@ -191,6 +192,8 @@ def next_move(state: SkillState, eff: OutcomeEffect) -> tuple[SkillState, Eviden
 
     `eff` is the check's effect on the decisions of the step's window (see module doc).
     """
+    if holds_everything(eff):
+        return S.REJECTED, _evidence(eff, "none", False, reason="holds nearly every decision")
     if eff.effect is None or min(eff.n_passed, eff.n_held) < MIN_HELD:
         return f"fewer than {MIN_HELD} decisions on a side with a realized return since {state}"
     if eff.ci_high is not None and eff.ci_high < 0:

@@ -289,3 +289,24 @@ def test_outcome_evidence_waits_while_an_interval_covers_zero_on_few_decisions(
     rows = held_out_rows(view, frame, through=through)
     assert 20 <= int(rows["stopped"].sum()) < MAX_HELD  # enough to look, too few to give up
     assert outcome_evidence(view, frame, through=through) is None
+
+
+def test_a_check_that_holds_every_decision_is_rejected_not_left_waiting(
+    registry: RoleRegistry,
+) -> None:
+    frame = episodes(registry, 800)
+    view = _view(registry, frame)
+    # every decision without technicals: the check holds all of them, none passes
+    frame = frame.with_columns(
+        pl.lit(None, dtype=pl.String).alias("technicals_age_days"),
+        pl.lit(-0.01).alias("realized_return"),
+    )
+    rows = held_out_rows(view, frame, through=THROUGH)
+    assert rows["stopped"].all()
+    assert rows.height >= MAX_HELD
+    found = outcome_evidence(view, frame, through=THROUGH)
+    assert found is not None
+    assert (found.passed, found.detail["verdict"]) == (False, "none")
+    assert found.metrics["n_passed"] == 0
+    fewer = outcome_evidence(view, frame, through=START + timedelta(hours=150))
+    assert fewer is None  # fewer than MAX_HELD held: it waits

@@ -199,3 +199,11 @@ def test_before_five_blocks_a_check_is_screened_but_never_made_active() -> None:
     assert "two-week blocks" in waits
     with pytest.raises(ValueError, match="low none"):
         check_move("x@1", S.LIMITED, S.ACTIVE, [ev], quality_floor=0.0)
+
+
+def test_a_rule_check_holding_everything_is_rejected() -> None:
+    everything = OutcomeEffect(0, MAX_HELD, None, -0.01, None, 1.0, None, None, None)
+    to, ev = _moved(S.LIMITED, everything)
+    assert to == S.REJECTED
+    assert ev.detail["verdict"] == "none"
+    assert isinstance(next_move(S.LIMITED, replace(everything, n_held=MAX_HELD - 1)), str)
