@@ -156,7 +156,7 @@ def walk(
 def _brief(evidence: dict[str, dict[str, float]]) -> str:
     keys: tuple[str, ...] = (
         "n", "accuracy", "baseline_accuracy", "agreement", "p_worse", "treated", "control",
-        "p_below_floor", "n_recent", "n_held", "effect", "ci_low", "ci_high",
+        "p_below_floor", "n_recent", "n_held", "n_passed", "effect", "ci_low", "ci_high",
     )  # fmt: skip
     parts = []
     for kind, metrics in evidence.items():

@@ -359,7 +359,7 @@ def outcome_evidence(
     """
     eff = held_out_effect(view, episodes, through=through, after=after)
     if holds_everything(eff):
-        counts = {"n_passed": eff.n_passed, "n_held": eff.n_held, "effect": eff.effect or 0.0}
+        counts = {"n_passed": eff.n_passed, "n_held": eff.n_held}  # no effect: nothing passed
         why = {"verdict": "none", "method": METHOD, "reason": "holds nearly every decision"}
         return Evidence(EvidenceKind.OUTCOME, False, counts, why)
     if eff.ci_low is None or eff.ci_high is None or min(eff.n_passed, eff.n_held) < MIN_HELD:

@@ -151,7 +151,9 @@ def rule_check_file(
 
 
 def _evidence(eff: OutcomeEffect, verdict: str, passed: bool, **detail: Any) -> Evidence:
-    metrics = {"n_passed": eff.n_passed, "n_held": eff.n_held, "effect": eff.effect or 0.0}
+    metrics: dict[str, float] = {"n_passed": eff.n_passed, "n_held": eff.n_held}
+    if eff.effect is not None:  # none when a side has fewer than two decisions
+        metrics["effect"] = eff.effect
     if eff.ci_low is not None and eff.ci_high is not None:  # none before five blocks
         metrics |= {"ci_low": eff.ci_low, "ci_high": eff.ci_high}
     info = {"verdict": verdict, "method": METHOD, "confidence": CONFIDENCE, **detail}
