@@ -24,7 +24,7 @@ in the demo, where two blocks give no usable spread at all. The interval needs
 sides with at least two decisions) is shown without one. It is closed-form and
 deterministic (no seed, the same figure on every backend and rerun) and costs one pass
 of per-block aggregates per check. Rows without a realized return (unsettled, ambiguous
-position) are left out.
+position) or without a decision time (no block) are left out.
 """
 
 from __future__ import annotations
@@ -131,7 +131,8 @@ def outcome_effects(
     `at` is each decision's time (its two-week block); `stopped` null counts as passed.
     """
     r = pl.col(ret)
-    rows = frame.filter(r.is_not_null() & r.is_finite()).with_columns(
+    placed = r.is_not_null() & r.is_finite() & pl.col(at).is_not_null()  # a return, a block
+    rows = frame.filter(placed).with_columns(
         pl.col(stopped).fill_null(False).alias("_held"),
         (pl.col(at).dt.epoch("s") // BLOCK_SECONDS).alias("_block"),
     )

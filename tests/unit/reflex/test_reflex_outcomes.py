@@ -89,6 +89,13 @@ def test_a_check_that_stops_the_losers_has_an_interval_excluding_zero() -> None:
     found = outcome_effect(frame)
     # the null `stopped` proceeds; the row without a return is left out
     assert (found.n_passed, found.n_held) == (61, 30)
+    undated = frame.with_columns(
+        pl.when(pl.int_range(pl.len()) == 0)
+        .then(None)
+        .otherwise(pl.col("decided_at_ts"))
+        .alias("decided_at_ts")
+    )
+    assert (outcome_effect(undated).n_passed, outcome_effect(undated).n_held) == (61, 29)
     found = outcome_effect(frame.head(90))
     assert found.effect == pytest.approx(0.03, abs=0.002)
     assert (found.loss_rate_passed, found.loss_rate_held) == (0.0, 1.0)
