@@ -237,7 +237,11 @@ def show(res: Resources, console: Console) -> None:
 def _outcome_row(key: str, kind: str, o: OutcomeEffect) -> tuple[str, ...]:
     if o.effect is None:
         return (key, kind, "too little data", "-", str(o.n_held), str(o.n_passed))
-    interval = "< 5 blocks" if o.ci_low is None else f"[{o.ci_low:+.2%}, {o.ci_high or 0:+.2%}]"
+    interval = (
+        "< 5 blocks"
+        if o.ci_low is None or o.ci_high is None
+        else f"[{o.ci_low:+.2%}, {o.ci_high:+.2%}]"
+    )
     return (key, kind, f"{o.effect:+.2%}", interval, str(o.n_held), str(o.n_passed))
 
 

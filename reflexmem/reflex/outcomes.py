@@ -346,6 +346,21 @@ def holds_everything(eff: OutcomeEffect) -> bool:
     return eff.n_held >= MAX_HELD and eff.n_passed < MIN_HELD
 
 
+def effect_evidence(eff: OutcomeEffect, verdict: str, **detail: Any) -> Evidence:
+    """Outcome evidence with a verdict; only `gain` passes.
+
+    It carries the counts, and the effect and its interval only where they exist: a
+    missing figure is left out, never written as 0.
+    """
+    metrics: dict[str, float] = {"n_passed": eff.n_passed, "n_held": eff.n_held}
+    if eff.effect is not None:  # none when a side has fewer than two decisions
+        metrics["effect"] = eff.effect
+    if eff.ci_low is not None and eff.ci_high is not None:  # none before five blocks
+        metrics |= {"ci_low": eff.ci_low, "ci_high": eff.ci_high}
+    info = {"verdict": verdict, "method": METHOD, "confidence": CONFIDENCE, **detail}
+    return Evidence(EvidenceKind.OUTCOME, verdict == "gain", metrics, info)
+
+
 def outcome_evidence(
     view: VersionView, episodes: pl.DataFrame, *, through: datetime, after: datetime | None = None
 ) -> Evidence | None:
@@ -360,20 +375,10 @@ def outcome_evidence(
     """
     eff = held_out_effect(view, episodes, through=through, after=after)
     if holds_everything(eff):
-        counts = {"n_passed": eff.n_passed, "n_held": eff.n_held}  # no effect: nothing passed
-        why = {"verdict": "none", "method": METHOD, "reason": "holds nearly every decision"}
-        return Evidence(EvidenceKind.OUTCOME, False, counts, why)
+        return effect_evidence(eff, "none", reason="holds nearly every decision")
     if eff.ci_low is None or eff.ci_high is None or min(eff.n_passed, eff.n_held) < MIN_HELD:
         return None
     verdict = "gain" if eff.ci_low > 0 else "harm" if eff.ci_high < 0 else "none"
     if verdict == "none" and eff.n_held < MAX_HELD:
         return None
-    metrics = {
-        "n_passed": eff.n_passed,
-        "n_held": eff.n_held,
-        "effect": eff.effect or 0.0,
-        "ci_low": eff.ci_low,
-        "ci_high": eff.ci_high,
-    }
-    detail = {"verdict": verdict, "method": METHOD, "confidence": CONFIDENCE}
-    return Evidence(EvidenceKind.OUTCOME, verdict == "gain", metrics, detail)
+    return effect_evidence(eff, verdict)

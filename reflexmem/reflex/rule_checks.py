@@ -47,14 +47,13 @@ from reflexmem.memory.blocks import MIN_BLOCKS
 from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.rule_entries import describe
 from reflexmem.reflex.evidence import VersionView
-from reflexmem.reflex.lifecycle import Evidence, EvidenceKind
+from reflexmem.reflex.lifecycle import Evidence
 from reflexmem.reflex.outcomes import (
-    CONFIDENCE,
     MAX_HELD,
-    METHOD,
     MIN_HELD,
     RULE_PROVENANCE,
     OutcomeEffect,
+    effect_evidence,
     held_out_effect,
     holds_everything,
 )
@@ -150,16 +149,6 @@ def rule_check_file(
     return sid, header + dump_yaml(spec)
 
 
-def _evidence(eff: OutcomeEffect, verdict: str, passed: bool, **detail: Any) -> Evidence:
-    metrics: dict[str, float] = {"n_passed": eff.n_passed, "n_held": eff.n_held}
-    if eff.effect is not None:  # none when a side has fewer than two decisions
-        metrics["effect"] = eff.effect
-    if eff.ci_low is not None and eff.ci_high is not None:  # none before five blocks
-        metrics |= {"ci_low": eff.ci_low, "ci_high": eff.ci_high}
-    info = {"verdict": verdict, "method": METHOD, "confidence": CONFIDENCE, **detail}
-    return Evidence(EvidenceKind.OUTCOME, passed, metrics, info)
-
-
 def confirmation_evidence(provenance: Mapping[str, Any]) -> Evidence:
     """The rule's confirmatory test as the check's first outcome evidence.
 
@@ -178,10 +167,9 @@ def confirmation_evidence(provenance: Mapping[str, Any]) -> Evidence:
         ci_low=-float(c["ci_high"]),
         ci_high=-float(c["ci_low"]),
     )
-    return _evidence(
+    return effect_evidence(
         eff,
         "gain",
-        True,
         source="the rule's confirmatory test (outcome score, episodes after it was formed)",
         rule=provenance.get("rule"),
         p_value=c.get("p_value"),
@@ -195,11 +183,11 @@ def next_move(state: SkillState, eff: OutcomeEffect) -> tuple[SkillState, Eviden
     `eff` is the check's effect on the decisions of the step's window (see module doc).
     """
     if holds_everything(eff):
-        return S.REJECTED, _evidence(eff, "none", False, reason="holds nearly every decision")
+        return S.REJECTED, effect_evidence(eff, "none", reason="holds nearly every decision")
     if eff.effect is None or min(eff.n_passed, eff.n_held) < MIN_HELD:
         return f"fewer than {MIN_HELD} decisions on a side with a realized return since {state}"
     if eff.ci_high is not None and eff.ci_high < 0:
-        return S.REJECTED, _evidence(eff, "harm", False)
+        return S.REJECTED, effect_evidence(eff, "harm")
     if state == S.VALIDATING:  # the screen: a gain in the mean, interval or not
         target, gained = S.LIMITED, eff.effect > 0
     elif eff.ci_low is None:
@@ -207,9 +195,9 @@ def next_move(state: SkillState, eff: OutcomeEffect) -> tuple[SkillState, Eviden
     else:
         target, gained = S.ACTIVE, eff.ci_low > 0
     if gained:
-        return target, _evidence(eff, "gain", True)
+        return target, effect_evidence(eff, "gain")
     if eff.n_held >= MAX_HELD:
-        return S.REJECTED, _evidence(eff, "none", False)
+        return S.REJECTED, effect_evidence(eff, "none")
     return f"no gain shown yet on {eff.n_held} held decisions (rejected at {MAX_HELD})"
 
 
