@@ -49,8 +49,16 @@ from reflexmem.registry import RoleRegistry
 RETURN = "realized_return"
 MIN_HELD = 20
 """Held-out decisions each side needs before outcomes judge a learned check."""
+MIN_SCREENED = 5
+"""Decisions each side a rule check's screen (`validating -> limited`) needs.
+
+The screen only chooses which checks get their one test on later decisions, so it
+spends no error rate; a short one leaves a symbol's check the weeks its test needs.
+Chosen on the validation seeds of `bench learning` (20 held decisions of one symbol
+took 6-7 of a 37-week stream's weeks; 5 take one or two)."""
 MAX_HELD = 200
-"""Held decisions after which an interval still covering zero rejects: no gain shown."""
+"""Held decisions after which a screen without a gain, or a check letting fewer than
+`MIN_HELD` through, is rejected: it would otherwise wait for ever."""
 STOPPED = "stopped"
 CONFIDENCE = 0.95
 METHOD = "blocks_t"
@@ -366,12 +374,13 @@ def outcome_evidence(
 ) -> Evidence | None:
     """The outcome verdict on a learned check, or None while the data cannot decide.
 
-    `gain` (passes): the interval of its effect lies above zero. `harm`: below zero.
-    `none`: still covering zero after `MAX_HELD` held decisions, i.e. no gain shown
-    where one would have been seen, or `MAX_HELD` held while fewer than `MIN_HELD`
-    passed (a check that holds nearly everything leaves nothing to compare with). Before
-    `MIN_HELD` decisions on each side, or while an interval covers zero on fewer held
-    decisions, the verdict waits.
+    One test, as a rule check's (`rule_checks`): at the first call with `MIN_HELD`
+    decisions on each side and an interval (five two-week blocks), `gain` (passes) when
+    the interval lies above zero, `harm` when below, `none` when it covers zero. A test
+    repeated at every cycle until the interval clears zero would let a check of no
+    effect through more often with every look. `none` also when `MAX_HELD` are held
+    while fewer than `MIN_HELD` passed (a check that holds nearly everything leaves
+    nothing to compare with). Before that, the verdict waits.
     """
     eff = held_out_effect(view, episodes, through=through, after=after)
     if holds_everything(eff):
@@ -379,6 +388,4 @@ def outcome_evidence(
     if eff.ci_low is None or eff.ci_high is None or min(eff.n_passed, eff.n_held) < MIN_HELD:
         return None
     verdict = "gain" if eff.ci_low > 0 else "harm" if eff.ci_high < 0 else "none"
-    if verdict == "none" and eff.n_held < MAX_HELD:
-        return None
     return effect_evidence(eff, verdict)

@@ -285,17 +285,19 @@ def test_outcome_evidence_judges_a_learned_check_on_realized_returns(
     assert found.metrics["n_held"] >= 20
 
 
-def test_outcome_evidence_waits_while_an_interval_covers_zero_on_few_decisions(
+def test_outcome_evidence_takes_one_test_and_an_interval_covering_zero_fails_it(
     registry: RoleRegistry,
 ) -> None:
     frame = episodes(registry, 400)
     noise = (pl.int_range(pl.len()) % 7 - 3).cast(pl.Float64) / 100.0
     frame = _stretched(frame.with_columns(noise.alias("realized_return")))
     view = _view(registry, frame)
-    through = THROUGH
-    rows = held_out_rows(view, frame, through=through)
-    assert 20 <= int(rows["stopped"].sum()) < MAX_HELD  # enough to look, too few to give up
-    assert outcome_evidence(view, frame, through=through) is None
+    rows = held_out_rows(view, frame, through=THROUGH)
+    assert 20 <= int(rows["stopped"].sum()) < MAX_HELD  # enough to test, far from MAX_HELD
+    found = outcome_evidence(view, frame, through=THROUGH)
+    assert found is not None  # no waiting for a luckier stretch: the test was taken
+    assert (found.passed, found.detail["verdict"]) == (False, "none")
+    assert found.metrics["ci_low"] <= 0 <= found.metrics["ci_high"]
 
 
 def test_a_check_that_holds_every_decision_is_rejected_not_left_waiting(

@@ -15,6 +15,7 @@ from reflexmem.reflex.lifecycle import Evidence, check_move
 from reflexmem.reflex.outcomes import (
     MAX_HELD,
     MIN_HELD,
+    MIN_SCREENED,
     OutcomeEffect,
     check_kind,
     check_stops,
@@ -109,27 +110,41 @@ def _moved(state: SkillState, eff: OutcomeEffect) -> tuple[SkillState, Evidence]
 
 
 def test_outcome_steps_wait_gain_and_reject_as_the_figures_say() -> None:
-    assert isinstance(next_move(S.VALIDATING, _effect(-0.02, MIN_HELD - 1)), str)
-    to, ev = _moved(S.VALIDATING, _effect(-0.01, MIN_HELD))
+    # the screen: a gain in the mean on MIN_SCREENED decisions a side
+    assert isinstance(next_move(S.VALIDATING, _effect(-0.02, MIN_SCREENED - 1)), str)
+    to, ev = _moved(S.VALIDATING, _effect(-0.02, MIN_SCREENED))
     assert to == S.LIMITED
     check_move("x@1", S.VALIDATING, S.LIMITED, [ev], quality_floor=0.0)
+    # the test waits for MIN_HELD a side, then is taken once
+    assert isinstance(next_move(S.LIMITED, _effect(-0.02, MIN_HELD - 1)), str)
     to, ev = _moved(S.LIMITED, _effect(-0.02, 60))
     assert to == S.ACTIVE
     assert ev.metrics["ci_low"] > 0
     check_move("x@1", S.LIMITED, S.ACTIVE, [ev], quality_floor=0.0)
-    # Harm rejects at once; no gain after MAX_HELD held decisions rejects too.
-    to, ev = _moved(S.LIMITED, _effect(+0.02, 60))
-    assert to == S.REJECTED
-    assert ev.detail["verdict"] == "harm"
-    check_move("x@1", S.LIMITED, S.REJECTED, [ev], quality_floor=0.0)
+    # Harm rejects at once, at either step.
+    for state in (S.VALIDATING, S.LIMITED):
+        to, ev = _moved(state, _effect(+0.02, 60))
+        assert (to, ev.detail["verdict"]) == (S.REJECTED, "harm")
+        check_move("x@1", state, S.REJECTED, [ev], quality_floor=0.0)
+
+
+def test_the_one_test_rejects_an_interval_covering_zero() -> None:
     covering = _effect(0.0, 40, seed=3)
     assert covering.ci_low is not None
     assert covering.ci_low < 0 < (covering.ci_high or 0)
-    assert isinstance(next_move(S.LIMITED, covering), str)
-    none = OutcomeEffect(400, MAX_HELD, 0.0, 0.0, 0.5, 0.5, 0.0, -0.003, 0.003)
-    to, ev = _moved(S.LIMITED, none)
-    assert to == S.REJECTED
-    assert ev.detail["verdict"] == "none"
+    to, ev = _moved(S.LIMITED, covering)  # no second look: the test was taken
+    assert (to, ev.detail["verdict"], ev.passed) == (S.REJECTED, "none", False)
+    assert ev.metrics["ci_low"] == covering.ci_low
+    check_move("x@1", S.LIMITED, S.REJECTED, [ev], quality_floor=0.0)
+
+
+def test_a_screen_without_a_gain_waits_until_max_held_then_rejects() -> None:
+    flat = OutcomeEffect(400, MAX_HELD - 1, 0.0, 0.001, 0.5, 0.5, -0.001, None, None)
+    waits = next_move(S.VALIDATING, flat)
+    assert isinstance(waits, str)
+    assert "no gain in the mean" in waits
+    to, ev = _moved(S.VALIDATING, replace(flat, n_held=MAX_HELD))
+    assert (to, ev.detail["verdict"]) == (S.REJECTED, "none")
 
 
 def test_a_check_with_a_covering_interval_cannot_become_active() -> None:
