@@ -25,7 +25,14 @@ from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.memory.ledger_mirror import role_namespace
 from reflexmem.memory.store import InMemoryStore
 from reflexmem.reflex.evidence import VersionView
-from reflexmem.reflex.outcomes import DECIDED_AT, RETURN, STOPPED, check_stops, outcome_effect
+from reflexmem.reflex.outcomes import (
+    DECIDED_AT,
+    RETURN,
+    SETTLED_AT,
+    STOPPED,
+    check_stops,
+    outcome_effect,
+)
 from reflexmem.reflex.rule_checks import rule_check_file, rule_step
 from reflexmem.reflex.skills import parse_skill
 from reflexmem.reflex.trading import observations, text_frame
@@ -56,7 +63,7 @@ def judged(cases: pl.DataFrame, registry: RoleRegistry) -> pl.DataFrame:
         pl.lit("evaluation").alias("split"),
         obs["decided_at"].alias("decided_at_ts"),
         cases["realized_return"],
-        cases["settled_at"].alias("_settled"),
+        cases["settled_at"].alias(SETTLED_AT),
     )
 
 
@@ -104,7 +111,7 @@ class Checks:
             self.views[condition] = VersionView(
                 spec, S.CANDIDATE, now, history=((str(S.CANDIDATE), now),)
             )
-        known = self.frame.filter(pl.col("_settled") <= now)
+        known = self.frame.filter(pl.col(SETTLED_AT) <= now)
         for condition, view in self.views.items():
             for _ in range(3):
                 if view.state not in PENDING:

@@ -64,6 +64,8 @@ CONFIDENCE = 0.95
 METHOD = "blocks_t"
 """Student's t over effective two-week blocks (`memory.blocks`), not Welch's over decisions."""
 DECIDED_AT = "decided_at_ts"
+SETTLED_AT = "settled_at"
+"""When a decision's return settled (`trading.judged_frame`)."""
 RULE_PROVENANCE = "procedural_rule"
 """The provenance of a check made from an outcome rule (`reflexmem.reflex.rule_checks`)."""
 
@@ -322,27 +324,38 @@ def held_out_rows(
     *,
     through: datetime,
     after: datetime | None = None,
+    settled_after: datetime | None = None,
 ) -> pl.DataFrame:
     """Decisions the check was not generated from, each with whether it would stop it.
 
     Held out: in the check's scope, not among its sources, outside the fit split (a
     check made from an outcome rule was fitted on no split: its sources all precede its
-    creation), and made after the version was created (through `through`). `stopped`
-    is the check's own answer on the recorded observation, so every held-out decision
-    counts, not only those a rollout arm happened to route to it.
+    creation), and made after the version was created (through `through`). With
+    `settled_after`, only decisions whose return settled after that time: outcomes a
+    step taken then could not have read. `stopped` is the check's own answer on the
+    recorded observation, so every held-out decision counts, not only those a rollout
+    arm happened to route to it.
     """
     start = created_at(view) if after is None else max(after, created_at(view))
     rows = in_scope(view.spec, episodes, after=start, through=through)
     if not is_rule_check(view.spec.provenance):
         rows = rows.filter(pl.col("split") != "fit")
+    if settled_after is not None:
+        rows = rows.filter(pl.col(SETTLED_AT) > settled_after)
     return rows.with_columns(check_stops(view.spec, rows))
 
 
 def held_out_effect(
-    view: VersionView, episodes: pl.DataFrame, *, through: datetime, after: datetime | None = None
+    view: VersionView,
+    episodes: pl.DataFrame,
+    *,
+    through: datetime,
+    after: datetime | None = None,
+    settled_after: datetime | None = None,
 ) -> OutcomeEffect:
-    """The outcome effect of the check on its held-out decisions (made after `after`)."""
-    return outcome_effect(held_out_rows(view, episodes, through=through, after=after))
+    """The outcome effect of the check on its held-out decisions (`held_out_rows`)."""
+    rows = held_out_rows(view, episodes, through=through, after=after, settled_after=settled_after)
+    return outcome_effect(rows)
 
 
 def holds_everything(eff: OutcomeEffect) -> bool:

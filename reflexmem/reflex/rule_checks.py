@@ -25,14 +25,16 @@ did not read (:func:`next_move`):
 2. ``validating -> limited``: a screen on decisions made since the check was created:
    with `MIN_SCREENED` on each side, what it would hold did worse than what it lets
    pass. A screen only chooses which checks get a test, so it spends no error rate.
-3. ``limited -> active``: **one test**, like the rule's confirmation: at the first cycle
-   with `MIN_HELD` decisions on each side and `MIN_BLOCKS` two-week blocks since it
-   became limited, the interval of its effect (`reflex.outcomes`, blocks of time as the
-   draws) lies above zero, or the check is rejected. Looking again at every cycle until
-   the interval happens to clear zero would raise the chance that a check of no effect
-   becomes active with every look: on the null streams of `bench learning`'s
+3. ``limited -> active``: **one test**, like the rule's confirmation, on the decisions
+   made since creation whose return settled after the check became limited (outcomes
+   the screen never read, including those of decisions made before the move that were
+   still open then): at the first cycle with `MIN_HELD` decisions on each side and
+   `MIN_BLOCKS` two-week blocks, the interval of its effect (`reflex.outcomes`, blocks
+   of time as the draws) lies above zero, or the check is rejected. Looking again at
+   every cycle until the interval happens to clear zero would raise the chance that a
+   check of no effect becomes active with every look: on the null streams of `bench learning`'s
    validation seeds (a check on each of 15 symbols and scenarios, made 30 % into the
-   stream), 10 of 300 such checks did under weekly looks, 4 of 300 with one test.
+   stream), 10 of 300 such checks did under weekly looks, 3 of 300 with this one test.
 
 A harmful effect (interval below zero) rejects at any step; no gain in the mean after
 `MAX_HELD` held decisions rejects a screen.
@@ -214,13 +216,15 @@ def rule_step(
     """The next move of a pending rule check with its evidence, or why it waits.
 
     `episodes` are the judged decisions (`trading.judged_frame`) with realized returns;
-    the windows are those of the module doc: since creation from `validating`, since
-    `limited_at` from `limited`.
+    the windows are those of the module doc: decisions made since creation, and from
+    `limited` only those whose return settled after `limited_at` (the screen read the
+    others).
     """
     if view.state == S.CANDIDATE:
         return S.VALIDATING, [confirmation_evidence(view.spec.provenance)], CheckKind.EVALUATION
-    after = view.limited_at if view.state == S.LIMITED else None
-    step = next_move(view.state, held_out_effect(view, episodes, through=now, after=after))
+    unread = view.limited_at if view.state == S.LIMITED else None
+    eff = held_out_effect(view, episodes, through=now, settled_after=unread)
+    step = next_move(view.state, eff)
     if isinstance(step, str):
         return step
     kind = CheckKind.REPLAY if view.state == S.VALIDATING else CheckKind.SHADOW

@@ -49,7 +49,8 @@ _EPISODES_SQL = """
 SELECT ep.episode_id, ep.case_id, ep.decision_id, ep.episode_index, d.role_id, d.account,
        d.symbol, d.direction, d.scenario, d.decided_at, CAST(d.evidence AS TEXT) AS evidence,
        rc.outcome_class, rc.lesson,
-       CASE WHEN pos.status = 'settled' THEN pos.realized_return END AS realized_return
+       CASE WHEN pos.status = 'settled' THEN pos.realized_return END AS realized_return,
+       CASE WHEN pos.status = 'settled' THEN pos.settled_at END AS settled_at
 FROM episodes ep
 JOIN role_cases rc ON rc.case_id = ep.case_id
 JOIN trading_decisions d ON d.decision_id = ep.decision_id
@@ -58,8 +59,9 @@ LEFT JOIN trade_executions e ON e.execution_id = rc.execution_id
 WHERE ep.task_family = '{family}' AND ep.case_id IS NOT NULL {window}
 ORDER BY d.decided_at, ep.episode_id
 """
-"""Reflected episodes with the settled return of the case's execution's own position
-(`maturation.settlement.OWN_POSITION_JOINS`; null when unsettled, ambiguous or absent)."""
+"""Reflected episodes with the settled return of the case's execution's own position and
+when it settled (`maturation.settlement.OWN_POSITION_JOINS`; null when unsettled,
+ambiguous or absent)."""
 _DECISIONS_SQL = """
 SELECT d.decision_id, d.role_id, d.account, d.symbol, d.direction, d.scenario, d.decided_at,
        CAST(d.evidence AS TEXT) AS evidence
@@ -201,7 +203,10 @@ def read_episodes(
     if raw.height == 0:
         raw = _empty(raw.columns)
     ret = pl.col("realized_return").cast(pl.Float64, strict=False)
-    raw = raw.with_columns(pl.when(ret.is_finite()).then(ret).alias("realized_return"))
+    raw = raw.with_columns(
+        pl.when(ret.is_finite()).then(ret).alias("realized_return"),
+        parse_utc(pl.col("settled_at")).alias("settled_at"),
+    )
     return labelled(observations(raw, registry))
 
 
@@ -240,13 +245,18 @@ def judged_frame(frame: pl.DataFrame, registry: RoleRegistry) -> pl.DataFrame:
 
     Adds to `text_frame` the episode and decision IDs, `pattern`, `gist`,
     `outcome_class`, `split`, `realized_return` (the settled return of the decision's
-    execution's own position, a float, null when unknown) and `decided_at_ts` (the
-    decision time as a timestamp).
+    execution's own position, a float, null when unknown), `settled_at` (when that
+    return settled) and `decided_at_ts` (the decision time as a timestamp).
     """
     keep = ["episode_id", "case_id", "decision_id", "pattern", "gist", "outcome_class", "split"]
-    if "realized_return" not in frame.columns:  # a frame built without the ledger's join
-        frame = frame.with_columns(pl.lit(None, dtype=pl.Float64).alias("realized_return"))
-    keep.append("realized_return")
+    unknown = {
+        "realized_return": pl.lit(None, dtype=pl.Float64),
+        "settled_at": pl.lit(None, dtype=UTC_US),
+    }
+    for name, null in unknown.items():
+        if name not in frame.columns:  # a frame built without the ledger's join
+            frame = frame.with_columns(null.alias(name))
+    keep += list(unknown)
     return text_frame(frame, registry).with_columns(
         *[frame[c] for c in keep], frame["decided_at"].alias("decided_at_ts")
     )

@@ -34,6 +34,11 @@ def test_a_confirmed_avoid_rule_becomes_a_check_judged_on_outcomes(
     created = clock_between(first, 0.4)
     with engine.connect() as conn:
         episodes = judged_frame(read_episodes(conn, res.registry, through=AS_OF), res.registry)
+    # every settled return comes with when it settled, after its decision, on both backends
+    settled = episodes.filter(pl.col("realized_return").is_not_null())
+    assert settled.height > 0
+    assert settled["settled_at"].null_count() == 0
+    assert (settled["settled_at"] > settled["decided_at_ts"]).all()
     later = episodes.filter(
         (pl.col("decided_at_ts") > created)
         & (pl.col("role_id") == "momentum")

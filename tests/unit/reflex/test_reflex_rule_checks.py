@@ -19,6 +19,7 @@ from reflexmem.reflex.outcomes import (
     OutcomeEffect,
     check_kind,
     check_stops,
+    held_out_rows,
     outcome_effect,
 )
 from reflexmem.reflex.rule_checks import (
@@ -166,6 +167,7 @@ def _decisions(cost: float, n: int = 3000, seed: int = 11) -> pl.DataFrame:
             "role_id": ["momentum"] * n,
             "symbol": symbols,
             "decided_at_ts": [NOW + timedelta(hours=i + 1) for i in range(n)],
+            "settled_at": [NOW + timedelta(hours=i + 25) for i in range(n)],
             "realized_return": returns,
             "pattern": [None] * n,
             "split": ["evaluation"] * n,
@@ -222,3 +224,31 @@ def test_a_rule_check_holding_everything_is_rejected() -> None:
     assert to == S.REJECTED
     assert ev.detail["verdict"] == "none"
     assert isinstance(next_move(S.LIMITED, replace(everything, n_held=MAX_HELD - 1)), str)
+
+
+def test_the_test_reads_only_outcomes_that_settled_after_the_screen() -> None:
+    registry = load_registry()
+    made = rule_check_file(confirmed_rule("symbol:AAPL", -0.4), "momentum", registry, now=NOW)
+    assert not isinstance(made, str)
+    moved = NOW + timedelta(days=30)
+    view = VersionView(
+        parse_skill(made[1], "g.yaml", registry),
+        S.LIMITED,
+        moved,
+        limited_at=moved,
+        history=(("candidate", NOW), ("validating", NOW), ("limited", moved)),
+    )
+    # hourly decisions over 125 days, each settling ten days after it was made
+    frame = _decisions(cost=0.01).with_columns(
+        (pl.col("decided_at_ts") + timedelta(days=10)).alias("settled_at")
+    )
+    through = NOW + timedelta(days=200)
+    rows = held_out_rows(view, frame, through=through, settled_after=moved)
+    unread = frame.filter(pl.col("settled_at") > moved)
+    assert rows.height == unread.height
+    assert (rows["decided_at_ts"] < moved).any()  # still open when the screen ran: unread
+    step = rule_step(view, frame, through)
+    assert not isinstance(step, str), step
+    to, (evidence,), _ = step
+    assert evidence.metrics["n_held"] + evidence.metrics["n_passed"] == rows.height
+    assert to == S.ACTIVE
