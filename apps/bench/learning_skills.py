@@ -25,17 +25,10 @@ from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.memory.ledger_mirror import role_namespace
 from reflexmem.memory.store import InMemoryStore
 from reflexmem.reflex.evidence import VersionView
-from reflexmem.reflex.outcomes import (
-    DECIDED_AT,
-    RETURN,
-    SETTLED_AT,
-    STOPPED,
-    check_stops,
-    outcome_effect,
-)
+from reflexmem.reflex.outcomes import DECIDED_AT, RETURN, STOPPED, check_stops, outcome_effect
 from reflexmem.reflex.rule_checks import rule_check_file, rule_step
 from reflexmem.reflex.skills import parse_skill
-from reflexmem.reflex.trading import observations, text_frame
+from reflexmem.reflex.trading import SETTLED_AT, observations, text_frame
 from reflexmem.registry import RoleRegistry
 
 CHECK_EVERY = 50

@@ -43,19 +43,15 @@ from reflexmem.reflex.evidence import VersionView, in_scope
 from reflexmem.reflex.lifecycle import Evidence, EvidenceKind
 from reflexmem.reflex.shadow import live_choices
 from reflexmem.reflex.skills import SkillSpec
-from reflexmem.reflex.trading import PROCEED, age_field
+from reflexmem.reflex.trading import PROCEED, SETTLED_AT, age_field
 from reflexmem.registry import RoleRegistry
 
 RETURN = "realized_return"
 MIN_HELD = 20
 """Held-out decisions each side needs before outcomes judge a learned check."""
 MIN_SCREENED = 5
-"""Decisions each side a rule check's screen (`validating -> limited`) needs.
-
-The screen only chooses which checks get their one test on later decisions, so it
-spends no error rate; a short one leaves a symbol's check the weeks its test needs.
-Chosen on the validation seeds of `bench learning` (20 held decisions of one symbol
-took 6-7 of a 37-week stream's weeks; 5 take one or two)."""
+"""Decisions each side a rule check's screen needs: it only chooses which checks are
+tested (no error rate spent); 20 of one symbol took 6-7 of a 37-week stream's weeks."""
 MAX_HELD = 200
 """Held decisions after which a screen without a gain, or a check letting fewer than
 `MIN_HELD` through, is rejected: it would otherwise wait for ever."""
@@ -64,8 +60,6 @@ CONFIDENCE = 0.95
 METHOD = "blocks_t"
 """Student's t over effective two-week blocks (`memory.blocks`), not Welch's over decisions."""
 DECIDED_AT = "decided_at_ts"
-SETTLED_AT = "settled_at"
-"""When a decision's return settled (`trading.judged_frame`)."""
 RULE_PROVENANCE = "procedural_rule"
 """The provenance of a check made from an outcome rule (`reflexmem.reflex.rule_checks`)."""
 
@@ -346,16 +340,10 @@ def held_out_rows(
 
 
 def held_out_effect(
-    view: VersionView,
-    episodes: pl.DataFrame,
-    *,
-    through: datetime,
-    after: datetime | None = None,
-    settled_after: datetime | None = None,
+    view: VersionView, episodes: pl.DataFrame, *, through: datetime, after: datetime | None = None
 ) -> OutcomeEffect:
-    """The outcome effect of the check on its held-out decisions (`held_out_rows`)."""
-    rows = held_out_rows(view, episodes, through=through, after=after, settled_after=settled_after)
-    return outcome_effect(rows)
+    """The outcome effect of the check on its held-out decisions (made after `after`)."""
+    return outcome_effect(held_out_rows(view, episodes, through=through, after=after))
 
 
 def holds_everything(eff: OutcomeEffect) -> bool:
@@ -382,23 +370,26 @@ def effect_evidence(eff: OutcomeEffect, verdict: str, **detail: Any) -> Evidence
     return Evidence(EvidenceKind.OUTCOME, verdict == "gain", metrics, info)
 
 
-def outcome_evidence(
-    view: VersionView, episodes: pl.DataFrame, *, through: datetime, after: datetime | None = None
-) -> Evidence | None:
-    """The outcome verdict on a learned check, or None while the data cannot decide.
+def one_test(eff: OutcomeEffect) -> Evidence | None:
+    """The verdict of a learned check's one outcome test, or None while it cannot be taken.
 
-    One test, as a rule check's (`rule_checks`): at the first call with `MIN_HELD`
-    decisions on each side and an interval (five two-week blocks), `gain` (passes) when
-    the interval lies above zero, `harm` when below, `none` when it covers zero. A test
-    repeated at every cycle until the interval clears zero would let a check of no
-    effect through more often with every look. `none` also when `MAX_HELD` are held
-    while fewer than `MIN_HELD` passed (a check that holds nearly everything leaves
-    nothing to compare with). Before that, the verdict waits.
+    It is taken at the first call with `MIN_HELD` decisions on each side and an interval
+    (five two-week blocks): `gain` (passes) when the interval lies above zero, `harm`
+    when below, `none` when it covers zero. A test repeated at every cycle until the
+    interval clears zero would let a check of no effect through more often with every
+    look. `none` also when `MAX_HELD` are held while fewer than `MIN_HELD` passed (a
+    check that holds nearly everything leaves nothing to compare with).
     """
-    eff = held_out_effect(view, episodes, through=through, after=after)
     if holds_everything(eff):
         return effect_evidence(eff, "none", reason="holds nearly every decision")
     if eff.ci_low is None or eff.ci_high is None or min(eff.n_passed, eff.n_held) < MIN_HELD:
         return None
     verdict = "gain" if eff.ci_low > 0 else "harm" if eff.ci_high < 0 else "none"
     return effect_evidence(eff, verdict)
+
+
+def outcome_evidence(
+    view: VersionView, episodes: pl.DataFrame, *, through: datetime, after: datetime | None = None
+) -> Evidence | None:
+    """The outcome verdict on a learned check (`one_test` on its held-out decisions)."""
+    return one_test(held_out_effect(view, episodes, through=through, after=after))

@@ -62,8 +62,10 @@ from reflexmem.reflex.outcomes import (
     RULE_PROVENANCE,
     OutcomeEffect,
     effect_evidence,
-    held_out_effect,
+    held_out_rows,
     holds_everything,
+    one_test,
+    outcome_effect,
 )
 from reflexmem.reflex.skills import dump_yaml
 from reflexmem.reflex.trading import PROCEED, TRADE_ENVIRONMENT, TRADE_FAMILY, observation_schema
@@ -189,25 +191,27 @@ def next_move(state: SkillState, eff: OutcomeEffect) -> tuple[SkillState, Eviden
     """The outcome step of a rule check from `validating` or `limited`, or why it waits.
 
     `eff` is the check's effect on the decisions of the step's window (see module doc).
+    From `limited` it is the learned checks' one test (`outcomes.one_test`).
     """
+    if state == S.LIMITED:
+        found = one_test(eff)
+        if found is not None:
+            return (S.ACTIVE if found.passed else S.REJECTED), found
+        if eff.effect is None or min(eff.n_passed, eff.n_held) < MIN_HELD:
+            return f"fewer than {MIN_HELD} decisions on a side with a realized return since {state}"
+        return f"fewer than {MIN_BLOCKS} two-week blocks of decisions since {state}"
+    # the screen: a gain in the mean, interval or not
     if holds_everything(eff):
         return S.REJECTED, effect_evidence(eff, "none", reason="holds nearly every decision")
-    need = MIN_SCREENED if state == S.VALIDATING else MIN_HELD
-    if eff.effect is None or min(eff.n_passed, eff.n_held) < need:
-        return f"fewer than {need} decisions on a side with a realized return since {state}"
+    if eff.effect is None or min(eff.n_passed, eff.n_held) < MIN_SCREENED:
+        return f"fewer than {MIN_SCREENED} decisions on a side with a realized return since {state}"
     if eff.ci_high is not None and eff.ci_high < 0:
         return S.REJECTED, effect_evidence(eff, "harm")
-    if state == S.VALIDATING:  # the screen: a gain in the mean, interval or not
-        if eff.effect > 0:
-            return S.LIMITED, effect_evidence(eff, "gain")
-        if eff.n_held >= MAX_HELD:
-            return S.REJECTED, effect_evidence(eff, "none")
-        return f"no gain in the mean yet on {eff.n_held} held decisions (rejected at {MAX_HELD})"
-    if eff.ci_low is None:
-        return f"fewer than {MIN_BLOCKS} two-week blocks of decisions since {state}"
-    if eff.ci_low > 0:  # the one test
-        return S.ACTIVE, effect_evidence(eff, "gain")
-    return S.REJECTED, effect_evidence(eff, "none", reason="its one test showed no gain")
+    if eff.effect > 0:
+        return S.LIMITED, effect_evidence(eff, "gain")
+    if eff.n_held >= MAX_HELD:
+        return S.REJECTED, effect_evidence(eff, "none")
+    return f"no gain in the mean yet on {eff.n_held} held decisions (rejected at {MAX_HELD})"
 
 
 def rule_step(
@@ -223,8 +227,8 @@ def rule_step(
     if view.state == S.CANDIDATE:
         return S.VALIDATING, [confirmation_evidence(view.spec.provenance)], CheckKind.EVALUATION
     unread = view.limited_at if view.state == S.LIMITED else None
-    eff = held_out_effect(view, episodes, through=now, settled_after=unread)
-    step = next_move(view.state, eff)
+    rows = held_out_rows(view, episodes, through=now, settled_after=unread)
+    step = next_move(view.state, outcome_effect(rows))
     if isinstance(step, str):
         return step
     kind = CheckKind.REPLAY if view.state == S.VALIDATING else CheckKind.SHADOW

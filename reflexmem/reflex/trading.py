@@ -45,6 +45,8 @@ SPLITS = (("fit", 0.4), ("evaluation", 0.7), ("replay", 1.0))
 TEXT_FIELDS = ("role_id", "account", "symbol", "direction", "scenario", "decided_at", "summary")
 ID_COLUMNS = ("decision_id", "role_id", "account", "symbol", "decided_at")
 
+SETTLED_AT = "settled_at"
+"""When a decision's return settled: its position's own settlement time."""
 _EPISODES_SQL = """
 SELECT ep.episode_id, ep.case_id, ep.decision_id, ep.episode_index, d.role_id, d.account,
        d.symbol, d.direction, d.scenario, d.decided_at, CAST(d.evidence AS TEXT) AS evidence,
@@ -205,7 +207,7 @@ def read_episodes(
     ret = pl.col("realized_return").cast(pl.Float64, strict=False)
     raw = raw.with_columns(
         pl.when(ret.is_finite()).then(ret).alias("realized_return"),
-        parse_utc(pl.col("settled_at")).alias("settled_at"),
+        parse_utc(pl.col(SETTLED_AT)).alias(SETTLED_AT),
     )
     return labelled(observations(raw, registry))
 
@@ -251,7 +253,7 @@ def judged_frame(frame: pl.DataFrame, registry: RoleRegistry) -> pl.DataFrame:
     keep = ["episode_id", "case_id", "decision_id", "pattern", "gist", "outcome_class", "split"]
     unknown = {
         "realized_return": pl.lit(None, dtype=pl.Float64),
-        "settled_at": pl.lit(None, dtype=UTC_US),
+        SETTLED_AT: pl.lit(None, dtype=UTC_US),
     }
     for name, null in unknown.items():
         if name not in frame.columns:  # a frame built without the ledger's join
@@ -323,6 +325,7 @@ def observation_schema(registry: RoleRegistry) -> dict[str, object]:
 __all__ = [
     "ID_COLUMNS",
     "PROCEED",
+    "SETTLED_AT",
     "TRADE_ENVIRONMENT",
     "TRADE_FAMILY",
     "UTC_US",
