@@ -8,7 +8,7 @@ trend in nearly every stream, and the rule then held decisions through the test 
 to the learner's loss.
 
 So the two groups (carriers of a condition, the rest) are also summed per **block**
-(two weeks of decision time for a role's cases; see `outcome_rules._tagged_block`), and
+(two weeks of decision time for a role's cases; see :func:`tagged_block`), and
 the difference of their means gets the cluster-robust variance
 
     Var = G / (G - 1) * sum_b u_b^2,
@@ -37,6 +37,7 @@ a block of its own.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -157,3 +158,30 @@ class PairBlocks:
         half = float(special.stdtrit(df, 0.5 + confidence / 2.0)) * se
         t = d / se if se > 0 else (math.copysign(math.inf, d) if d else math.nan)
         return result(inside, outside, d, d - half, d + half, t, df, direction)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def tagged_block(tags: tuple[str, ...]) -> int | None:
+    """An episode's ``block:<k>`` tag as k, or None (cached: every later window reads it)."""
+    for tag in tags:
+        if tag.startswith("block:"):
+            return int(tag[6:])
+    return None
+
+
+def time_block(
+    lineage: Mapping[str, object] | None, window: Iterable[tuple[str, ...]]
+) -> int | None:
+    """A lineage's latest block when blocks are decision time (every episode of the window tagged).
+
+    `lineage` is its stats (``blocks`` as :meth:`PairBlocks.as_json`), `window` the tags of
+    the episodes it was just extended by. A rule formed then saw no decision of a later
+    block, so a check made from it may replay on those (`reflex.rule_checks`). None when an
+    episode counts blocks by its index (no decision time) or no block was seen.
+    """
+    tags = list(window)
+    if not tags or any(tagged_block(t) is None for t in tags):
+        return None
+    blocks = (lineage or {}).get("blocks")
+    open_id = PairBlocks.from_json(blocks if isinstance(blocks, Mapping) else None).open_id
+    return open_id if open_id >= 0 else None

@@ -31,16 +31,13 @@ A **procedural rule** goes through three steps:
    with G - 1 degrees of freedom, at least five blocks): decisions taken on the same
    days share the market's moves and their horizons overlap, and on real prices an
    independent-episode test confirmed "long decisions did better" from a few weeks of
-   trend in nearly every stream. Why
-   this and not Benjamini-Hochberg over all tests so far: windows arrive in sequence
-   and a decision, once taken, is not revisited, which BH re-run on a growing set
-   does not respect (its FWER under a null stream grows like q times the harmonic
-   number of the tests); an online procedure does. Alpha-spending over
-   LORD/alpha-investing: a role forms only a few candidates (screening is strict),
-   and for a short sequence spending gives the first tests the most power. Why the
-   screening looks do not count: they only choose *which* hypotheses to test; the
-   tested data are new, so the confirmatory p-values are valid. A condition whose
-   test fails is ``retired`` for good: re-testing it would spend the budget again.
+   trend in nearly every stream. Not Benjamini-Hochberg re-run on a growing set of
+   tests (windows arrive in sequence and are never revisited: its FWER under a null
+   stream grows like q times the harmonic number of the tests); spending rather than
+   LORD/alpha-investing because a role forms few candidates and spending gives the
+   first tests the most power. Screening looks do not count: they only choose *which*
+   hypotheses to test, on data the test never reads. A condition whose test fails is
+   ``retired`` for good: re-testing it would spend the budget again.
 3. *kept honest*: an active rule counts every later carrier as helpful (its outcome
    went the rule's way relative to the rest's mean at confirmation) or harmful, and is
    ``retired`` when the carriers since confirmation contradict it (one-sided p below
@@ -56,7 +53,6 @@ for longer than the tier keeps, some of its rest is lost (never its carriers).
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -65,7 +61,7 @@ from typing import Any
 import numpy as np
 
 from reflexmem.ledger.enums import EntryState, Tier
-from reflexmem.memory.blocks import BlockRow, PairBlocks
+from reflexmem.memory.blocks import BlockRow, PairBlocks, tagged_block, time_block
 from reflexmem.memory.contrast import Moments, contrast, spent_alpha
 from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.rule_config import RuleConfig
@@ -148,15 +144,6 @@ def _same(a: Moments, b: Moments) -> bool:
     return a.n == b.n and a.losses == b.losses and math.isclose(a.total, b.total, abs_tol=1e-9)
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _tagged_block(tags: tuple[str, ...]) -> int | None:
-    """An episode's ``block:<k>`` tag as k, or None (cached: every later window reads it)."""
-    for tag in tags:
-        if tag.startswith("block:"):
-            return int(tag[6:])
-    return None
-
-
 def _base(pattern: MemoryEntry) -> dict[str, Any]:
     """The lineage's cumulative moments now: later figures are differences from these."""
     stats = pattern.stats or {}
@@ -187,7 +174,7 @@ class _Window:
         self._index, s = order[sort], s[sort]
         self._outcomes = s
         blocks = [
-            e.created_episode // cfg.block if (b := _tagged_block(e.tags)) is None else b
+            e.created_episode // cfg.block if (b := tagged_block(e.tags)) is None else b
             for e in self.episodes
         ]
         self._block = np.array(blocks, dtype=np.int64)[sort]
@@ -305,6 +292,7 @@ class _Window:
                 stats = {
                     "direction": 1 if formed["effect"] > 0 else -1,
                     "formed": formed,
+                    "formed_block": time_block(pattern.stats, (e.tags for e in self._current)),
                     "base": _base(pattern),
                     "blocks": PairBlocks().as_json(),
                 }

@@ -319,6 +319,7 @@ def held_out_rows(
     through: datetime,
     after: datetime | None = None,
     settled_after: datetime | None = None,
+    since: datetime | None = None,
 ) -> pl.DataFrame:
     """Decisions the check was not generated from, each with whether it would stop it.
 
@@ -326,11 +327,14 @@ def held_out_rows(
     check made from an outcome rule was fitted on no split: its sources all precede its
     creation), and made after the version was created (through `through`). With
     `settled_after`, only decisions whose return settled after that time: outcomes a
-    step taken then could not have read. `stopped` is the check's own answer on the
+    step taken then could not have read. `since` replaces the creation time as the
+    first decision time when the check says from when it saw no decision (a rule check's
+    `unseen_from`). `stopped` is the check's own answer on the
     recorded observation, so every held-out decision counts, not only those a rollout
     arm happened to route to it.
     """
-    start = created_at(view) if after is None else max(after, created_at(view))
+    start = since or created_at(view)
+    start = start if after is None else max(after, start)
     rows = in_scope(view.spec, episodes, after=start, through=through)
     if not is_rule_check(view.spec.provenance):
         rows = rows.filter(pl.col("split") != "fit")

@@ -22,13 +22,17 @@ did not read (:func:`next_move`):
 
 1. ``candidate -> validating``: the rule's confirmatory test itself, on episodes made
    after the rule was formed (the check's effect is the negated rule contrast).
-2. ``validating -> limited``: a screen on decisions made since the check was created:
-   with `MIN_SCREENED` on each side, what it would hold did worse than what it lets
-   pass. A screen only chooses which checks get a test, so it spends no error rate.
-3. ``limited -> active``: **one test**, like the rule's confirmation, on the decisions
-   made since creation whose return settled after the check became limited (outcomes
-   the screen never read, including those of decisions made before the move that were
-   still open then): at the first cycle with `MIN_HELD` decisions on each side and
+2. ``validating -> limited``: a screen, the check replayed on the decisions the rule
+   was not formed from (made from `unseen_from`, the first two-week block after the
+   rule formed; since the check's creation for a rule that does not say): with
+   `MIN_SCREENED` on each side, what it would hold did worse than what it lets pass.
+   A screen only chooses which checks get a test, so it spends no error rate, and it
+   may read what the rule's confirmation read. Waiting for new decisions instead cost
+   a check three to four weeks of its stream before its one test could begin.
+3. ``limited -> active``: **one test**, like the rule's confirmation, on the same
+   decisions whose return settled after the check became limited (outcomes neither
+   the confirmation nor the screen read, including those of decisions made before the
+   move that were still open then): at the first cycle with `MIN_HELD` decisions on each side and
    `MIN_BLOCKS` two-week blocks, the interval of its effect (`reflex.outcomes`, blocks
    of time as the draws) lies above zero, or the check is rejected. Looking again at
    every cycle until the interval happens to clear zero would raise the chance that a
@@ -43,7 +47,7 @@ A harmful effect (interval below zero) rejects at any step; no gain in the mean 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import polars as pl
@@ -52,6 +56,7 @@ from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.ledger.skill_cycle_models import CheckKind
 from reflexmem.memory.blocks import MIN_BLOCKS
 from reflexmem.memory.entries import MemoryEntry
+from reflexmem.memory.role_stream import BLOCK_SECONDS
 from reflexmem.memory.rule_entries import describe
 from reflexmem.reflex.evidence import VersionView
 from reflexmem.reflex.lifecycle import Evidence
@@ -85,6 +90,20 @@ def stop_condition(condition: str) -> dict[str, Any] | str:
     if kind == "missing":
         return "restates the role's evidence requirement, which its policy check enforces"
     return "not in the decision record a pre-decision check reads"
+
+
+def unseen(formed_block: object) -> dict[str, str]:
+    """`unseen_from`: the start of the first two-week block after the rule formed."""
+    if not isinstance(formed_block, int) or formed_block < 0:
+        return {}
+    start = datetime.fromtimestamp((formed_block + 1) * BLOCK_SECONDS, tz=UTC)
+    return {"unseen_from": start.isoformat()}
+
+
+def unseen_from(provenance: Mapping[str, Any]) -> datetime | None:
+    """Decisions made from then on were recorded after the rule formed: never its sources."""
+    value = provenance.get("unseen_from")
+    return datetime.fromisoformat(value) if isinstance(value, str) else None
 
 
 def _slug(condition: str) -> str:
@@ -130,6 +149,7 @@ def rule_check_file(
             "generated_at": now.isoformat(),
             "fixed_conditions": [condition],
             "confirmation": dict(confirm),
+            **unseen(stats.get("formed_block")),
         },
         "applicability": {
             "task_family": TRADE_FAMILY,
@@ -220,14 +240,16 @@ def rule_step(
     """The next move of a pending rule check with its evidence, or why it waits.
 
     `episodes` are the judged decisions (`trading.judged_frame`) with realized returns;
-    the windows are those of the module doc: decisions made since creation, and from
-    `limited` only those whose return settled after `limited_at` (the screen read the
-    others).
+    the windows are those of the module doc: decisions made from `unseen_from` (or since
+    creation), and from `limited` only those whose return settled after `limited_at`
+    (the screen read the others).
     """
     if view.state == S.CANDIDATE:
         return S.VALIDATING, [confirmation_evidence(view.spec.provenance)], CheckKind.EVALUATION
     unread = view.limited_at if view.state == S.LIMITED else None
-    rows = held_out_rows(view, episodes, through=now, settled_after=unread)
+    rows = held_out_rows(
+        view, episodes, through=now, settled_after=unread, since=unseen_from(view.spec.provenance)
+    )
     step = next_move(view.state, outcome_effect(rows))
     if isinstance(step, str):
         return step

@@ -48,11 +48,14 @@ def stream(
     turn_at: int | None = None,
     turn_to: float = 0.0,
     reports: list[DistillReport] | None = None,
+    block_every: int | None = None,
 ) -> InMemoryStore:
     """N episodes with random conditions; carriers of PLANTED shifted by ``effect`` sd.
 
     From episode ``turn_at`` on the shift becomes ``turn_to``. Outcomes are tanh of a
     standard normal draw plus the shift, as the trading stream squashes its z-scores.
+    With ``block_every``, episodes carry ``block:<k>`` tags of that many episodes, as a
+    role's cases carry two weeks of decision time.
     """
     rng = np.random.default_rng(seed)
     store = InMemoryStore()
@@ -60,6 +63,8 @@ def stream(
     for i in range(n):
         tags = [c for c in CONDITIONS if rng.random() < 0.3]
         tags.append(f"symbol:{SYMBOLS[rng.integers(len(SYMBOLS))]}")
+        if block_every:
+            tags.append(f"block:{i // block_every}")
         shift = effect if turn_at is None or i < turn_at else turn_to
         z = rng.normal() + (shift if PLANTED in tags else 0.0)
         store.put(episode(i, (f"class:{'loss' if z < 0 else 'win'}", *tags), z))
@@ -244,3 +249,34 @@ def test_two_conditions_that_split_the_episodes_the_same_way_make_one_rule() -> 
     (active,) = rules(store, EntryState.ACTIVE)
     assert active.stats is not None
     assert active.stats["confirm"]["test"] == 1
+
+
+def test_a_rule_says_the_last_block_of_decision_time_it_was_formed_from() -> None:
+    # With time blocks (role cases), a check made from the rule may replay on every later
+    # block's decisions (`reflex.rule_checks.unseen_from`); none of them formed it.
+    for seed in range(10):
+        store = stream(seed=seed, n=600, effect=-0.5, block_every=40)
+        formed = [
+            e for e in store.entries(NS, (Tier.PROCEDURAL,)) if e.id == f"proc:{NS}:{PLANTED}"
+        ]
+        if formed:
+            break
+    (candidate,) = formed
+    assert candidate.stats is not None
+    assert candidate.stats["formed_block"] == candidate.created_episode // 40
+    sources = [
+        e
+        for e in store.entries(NS, (Tier.EPISODIC,))
+        if e.created_episode <= candidate.created_episode
+    ]
+    assert (
+        max(int(t[6:]) for e in sources for t in e.tags if t.startswith("block:"))
+        == (candidate.stats["formed_block"])
+    )
+    # Blocks counted by episode index carry no decision time: no such boundary.
+    plain = stream(seed=seed, n=600, effect=-0.5)
+    (untimed,) = [
+        e for e in plain.entries(NS, (Tier.PROCEDURAL,)) if e.id == f"proc:{NS}:{PLANTED}"
+    ]
+    assert untimed.stats is not None
+    assert untimed.stats["formed_block"] is None

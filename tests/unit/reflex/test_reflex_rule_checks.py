@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from reflexmem.ledger.reflex_enums import SkillState
+from reflexmem.memory.role_stream import BLOCK_SECONDS
 from reflexmem.reflex.evidence import VersionView
 from reflexmem.reflex.lifecycle import Evidence, check_move
 from reflexmem.reflex.outcomes import (
@@ -28,6 +29,7 @@ from reflexmem.reflex.rule_checks import (
     rule_check_file,
     rule_step,
     stop_condition,
+    unseen_from,
 )
 from reflexmem.reflex.skills import parse_skill
 from reflexmem.registry import load_registry
@@ -252,3 +254,35 @@ def test_the_test_reads_only_outcomes_that_settled_after_the_screen() -> None:
     to, (evidence,), _ = step
     assert evidence.metrics["n_held"] + evidence.metrics["n_passed"] == rows.height
     assert to == S.ACTIVE
+
+
+def test_the_screen_replays_the_check_on_every_decision_the_rule_was_not_formed_from() -> None:
+    registry = load_registry()
+    rule = confirmed_rule("symbol:AAPL", -0.4)
+    formed_block = int((NOW - timedelta(days=40)).timestamp()) // BLOCK_SECONDS
+    rule = replace(rule, stats={**(rule.stats or {}), "formed_block": formed_block})
+    made = rule_check_file(rule, "momentum", registry, now=NOW)
+    assert not isinstance(made, str)
+    spec = parse_skill(made[1], "g.yaml", registry)
+    since = unseen_from(spec.provenance)
+    assert since == datetime.fromtimestamp((formed_block + 1) * BLOCK_SECONDS, tz=UTC)
+    assert NOW - timedelta(days=40) < since < NOW  # the block after the one it formed in
+    # hourly decisions from 60 days before the check was made, each settled a day later
+    frame = _decisions(cost=0.01).with_columns(
+        pl.col("decided_at_ts") - timedelta(days=60), pl.col("settled_at") - timedelta(days=60)
+    )
+    known = frame.filter(pl.col("settled_at") <= NOW)
+    view = VersionView(spec, S.VALIDATING, NOW, history=(("candidate", NOW),))
+    step = rule_step(view, known, NOW)
+    assert not isinstance(step, str), step
+    to, (evidence,), _ = step
+    assert to == S.LIMITED  # at once: no new decisions to wait for
+    unformed = known.filter(pl.col("decided_at_ts") > since)
+    assert evidence.metrics["n_held"] + evidence.metrics["n_passed"] == unformed.height
+    assert unformed.height < known.height  # what came before never counts
+    # A rule that does not say when it formed: only decisions since the check was made.
+    plain = rule_check_file(confirmed_rule("symbol:AAPL", -0.4), "momentum", registry, now=NOW)
+    assert not isinstance(plain, str)
+    old = replace(view, spec=parse_skill(plain[1], "g.yaml", registry))
+    assert unseen_from(old.spec.provenance) is None
+    assert isinstance(rule_step(old, known, NOW), str)
