@@ -76,6 +76,20 @@ COUNTS_BY_DECISION = "admit_positions_by_decision"
 
 
 STAGED = "admit_staged"
+STAGE_WORK_MEM = "64MB"
+"""PostgreSQL's memory per hash or sort while a batch is staged (its default: 4 MB).
+
+The counts and the staging query hash-join whole tables, once per batch. With 4 MB
+those joins spill to disk in batches as the ledger grows: at 1e6 executions, staging
+cost more per execution than at 1e5 and kept admission superlinear in N. Raised for
+those statements only (`SET LOCAL`, reset once the batch is staged), on one connection.
+"""
+
+
+def _staging_memory(conn: sa.Connection, *, raised: bool) -> None:
+    if conn.dialect.name == "postgresql":
+        setting = f"SET LOCAL work_mem = '{STAGE_WORK_MEM}'" if raised else "RESET work_mem"
+        conn.execute(sa.text(setting))
 
 
 def _temporary(conn: sa.Connection, name: str, select: str, key: str) -> None:
@@ -116,15 +130,19 @@ def staged_chunks(
     batch. Every condition is per execution, so what a chunk writes never changes what a
     later chunk reads. On an error the rollback that follows takes the tables with it.
     """
+    _staging_memory(conn, raised=True)
     for name, (select, key) in COUNTS.items():
         _temporary(conn, name, select, key)
     joins = own_position_joins(COUNTS_BY_EXECUTION, COUNTS_BY_DECISION, execution_join="JOIN")
     executions = conn.execute(sa.text(f"SELECT COUNT(*) FROM {COUNTS_BY_EXECUTION}")).scalar()
     if int(executions or 0) <= chunk_rows:
         sql = _stage_sql(joins) + " ORDER BY e.execution_id"
-        yield derive(read_frame(conn, sql), min_points=min_points)
+        staged = read_frame(conn, sql)
+        _staging_memory(conn, raised=False)
+        yield derive(staged, min_points=min_points)
     else:
         _temporary(conn, STAGED, _stage_sql(joins), "execution_id")
+        _staging_memory(conn, raised=False)
         after: str | None = None
         while True:
             through = _chunk_end(conn, after, chunk_rows)
