@@ -92,10 +92,8 @@ def persist(conn: sa.Connection, verdicts: Verdicts, *, batch_id: str, now: date
         )
     )
     bulk_insert(conn, "admit_verdicts", verdicts.cases)
-    provenance = (
-        "CAST(c.provenance AS JSON)" if conn.dialect.name == "postgresql" else "c.provenance"
-    )
     pg = conn.dialect.name == "postgresql"
+    provenance = "CAST(c.provenance AS JSON)" if pg else "c.provenance"
     for method in BY_KEY_ONLY if pg else ():
         conn.execute(sa.text(f"SET LOCAL {method} = off"))
     conn.execute(sa.text(CASE_INSERT.format(provenance=provenance)), {"now": now})

@@ -17,8 +17,8 @@ Only conditions a decision record carries when it is made can be checked before 
 * A rule that *favours* its condition: a check can only hold or send back, so there is
   nothing for it to do.
 
-A rule check moves on realized outcomes only, each step on decisions the previous step
-did not read (:func:`next_move`):
+A rule check moves on realized outcomes only, never on decisions its rule was formed
+from, and its one test on outcomes no earlier step read (:func:`next_move`):
 
 1. ``candidate -> validating``: the rule's confirmatory test itself, on episodes made
    after the rule was formed (the check's effect is the negated rule contrast).
@@ -32,13 +32,14 @@ did not read (:func:`next_move`):
 3. ``limited -> active``: **one test**, like the rule's confirmation, on the same
    decisions whose return settled after the check became limited (outcomes neither
    the confirmation nor the screen read, including those of decisions made before the
-   move that were still open then): at the first cycle with `MIN_HELD` decisions on each side and
-   `MIN_BLOCKS` two-week blocks, the interval of its effect (`reflex.outcomes`, blocks
-   of time as the draws) lies above zero, or the check is rejected. Looking again at
-   every cycle until the interval happens to clear zero would raise the chance that a
-   check of no effect becomes active with every look: on the null streams of `bench learning`'s
-   validation seeds (a check on each of 15 symbols and scenarios, made 30 % into the
-   stream), 10 of 300 such checks did under weekly looks, 3 of 300 with this one test.
+   move that were still open then): at the first cycle with `MIN_HELD` decisions on
+   each side and `MIN_BLOCKS` two-week blocks, the interval of its effect
+   (`reflex.outcomes`, blocks of time as the draws) lies above zero, or the check is
+   rejected. Looking again at every cycle until the interval happens to clear zero
+   would raise the chance that a check of no effect becomes active with every look: on
+   the null streams of `bench learning`'s validation seeds (a check on each of 15
+   symbols and scenarios, made 30 % into the stream), 10 of 300 such checks did under
+   weekly looks, 3 of 300 with this one test.
 
 A harmful effect (interval below zero) rejects at any step; no gain in the mean after
 `MAX_HELD` held decisions rejects a screen.
@@ -92,7 +93,7 @@ def stop_condition(condition: str) -> dict[str, Any] | str:
     return "not in the decision record a pre-decision check reads"
 
 
-def unseen(formed_block: object) -> dict[str, str]:
+def _unseen(formed_block: object) -> dict[str, str]:
     """`unseen_from`: the start of the first two-week block after the rule formed."""
     if not isinstance(formed_block, int) or formed_block < 0:
         return {}
@@ -149,7 +150,7 @@ def rule_check_file(
             "generated_at": now.isoformat(),
             "fixed_conditions": [condition],
             "confirmation": dict(confirm),
-            **unseen(stats.get("formed_block")),
+            **_unseen(stats.get("formed_block")),
         },
         "applicability": {
             "task_family": TRADE_FAMILY,
