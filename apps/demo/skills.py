@@ -197,11 +197,11 @@ def show(res: Resources, console: Console) -> None:
     effects = skill_effects(res)
     console.print(
         table(
-            "what each promoted check did to realized returns on held-out decisions "
-            "(passed minus held, 95% interval over two-week blocks; policy: restates the "
-            "role file)",
-            ("check", "kind", "effect", "95% interval", "held", "passed"),
-            [_outcome_row(key, effects.kinds.get(key, "-"), o)
+            "what each check that reached limited did to realized returns on held-out "
+            "decisions since it was made (passed minus held, 95% interval over two-week "
+            "blocks; policy: restates the role file; state: where its own test left it)",
+            ("check", "kind", "state", "effect", "95% interval", "held", "passed"),
+            [_outcome_row(key, effects.kinds.get(key, "-"), effects.states.get(key, "-"), o)
              for key, o in sorted(effects.outcomes.items())],
         )
     )  # fmt: skip
@@ -234,15 +234,15 @@ def show(res: Resources, console: Console) -> None:
     _mlflow(res, console)
 
 
-def _outcome_row(key: str, kind: str, o: OutcomeEffect) -> tuple[str, ...]:
+def _outcome_row(key: str, kind: str, state: str, o: OutcomeEffect) -> tuple[str, ...]:
     if o.effect is None:
-        return (key, kind, "too little data", "-", str(o.n_held), str(o.n_passed))
+        return (key, kind, state, "too little data", "-", str(o.n_held), str(o.n_passed))
     interval = (
         "< 5 blocks"
         if o.ci_low is None or o.ci_high is None
         else f"[{o.ci_low:+.2%}, {o.ci_high:+.2%}]"
     )
-    return (key, kind, f"{o.effect:+.2%}", interval, str(o.n_held), str(o.n_passed))
+    return (key, kind, state, f"{o.effect:+.2%}", interval, str(o.n_held), str(o.n_passed))
 
 
 def _out_of_service(res: Resources) -> list[tuple[str, str, str, dict[str, dict[str, float]]]]:
