@@ -32,10 +32,10 @@ R = TypeVar("R")
 
 
 def table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> Table:
-    """A small right-aligned table."""
+    """A small right-aligned table; the first column (a name) folds, never cut short."""
     out = Table(title=title)
     for i, name in enumerate(header):
-        out.add_column(name, justify="right" if i else "left")
+        out.add_column(name, justify="right" if i else "left", overflow="ellipsis" if i else "fold")
     for row in rows:
         out.add_row(*[str(x) for x in row])
     return out
