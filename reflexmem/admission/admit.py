@@ -27,6 +27,7 @@ from reflexmem.admission.lock import DEFAULT_WAIT_S, acquire_admission_lock
 from reflexmem.admission.stage import staged_chunks
 from reflexmem.ledger.bulk import bulk_insert
 from reflexmem.ledger.models import AdmissionBatch
+from reflexmem.ledger.sqlio import postgres_settings
 
 Validator = Callable[[pl.DataFrame, Sequence[str]], pl.DataFrame]
 """(staged batch, registered role IDs) -> failures (execution_id, expectation, severity)."""
@@ -67,8 +68,8 @@ JOIN trading_decisions d ON d.decision_id = e.decision_id
 """
 
 
-BY_KEY_ONLY = ("enable_hashjoin", "enable_mergejoin")
-"""Planner methods PostgreSQL may not use while a chunk's cases are written.
+BY_KEY_ONLY = {"enable_hashjoin": "off", "enable_mergejoin": "off"}
+"""PostgreSQL's planner while a chunk's cases are written: no hash or merge joins.
 
 The insert joins a chunk's verdicts (at most `CHUNK_ROWS`) to executions and decisions
 on their primary keys. Priced with its default random-page cost, the planner hashed
@@ -94,11 +95,8 @@ def persist(conn: sa.Connection, verdicts: Verdicts, *, batch_id: str, now: date
     bulk_insert(conn, "admit_verdicts", verdicts.cases)
     pg = conn.dialect.name == "postgresql"
     provenance = "CAST(c.provenance AS JSON)" if pg else "c.provenance"
-    for method in BY_KEY_ONLY if pg else ():
-        conn.execute(sa.text(f"SET LOCAL {method} = off"))
-    conn.execute(sa.text(CASE_INSERT.format(provenance=provenance)), {"now": now})
-    for method in BY_KEY_ONLY if pg else ():
-        conn.execute(sa.text(f"RESET {method}"))
+    with postgres_settings(conn, **BY_KEY_ONLY):
+        conn.execute(sa.text(CASE_INSERT.format(provenance=provenance)), {"now": now})
     conn.execute(sa.text("DROP TABLE admit_verdicts"))
     if verdicts.revoked:
         revocations = verdicts.revocations.with_columns(

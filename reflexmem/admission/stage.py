@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 from reflexmem.ledger.bulk import read_frame
 from reflexmem.ledger.enums import AUTOMATED_ORIGINS, Origin
-from reflexmem.ledger.sqlio import drop_stage, parse_utc
+from reflexmem.ledger.sqlio import drop_stage, parse_utc, postgres_settings
 from reflexmem.maturation.settlement import (
     AMBIGUOUS_SQL,
     OWN_POSITION_COLUMNS,
@@ -82,14 +82,8 @@ STAGE_WORK_MEM = "64MB"
 The counts and the staging query hash-join whole tables, once per batch. With 4 MB
 those joins spill to disk in batches as the ledger grows: at 1e6 executions, staging
 cost more per execution than at 1e5 and kept admission superlinear in N. Raised for
-those statements only (`SET LOCAL`, reset once the batch is staged), on one connection.
+those statements only (`sqlio.postgres_settings`), on one connection.
 """
-
-
-def _staging_memory(conn: sa.Connection, *, raised: bool) -> None:
-    if conn.dialect.name == "postgresql":
-        setting = f"SET LOCAL work_mem = '{STAGE_WORK_MEM}'" if raised else "RESET work_mem"
-        conn.execute(sa.text(setting))
 
 
 def _temporary(conn: sa.Connection, name: str, select: str, key: str) -> None:
@@ -130,19 +124,19 @@ def staged_chunks(
     batch. Every condition is per execution, so what a chunk writes never changes what a
     later chunk reads. On an error the rollback that follows takes the tables with it.
     """
-    _staging_memory(conn, raised=True)
-    for name, (select, key) in COUNTS.items():
-        _temporary(conn, name, select, key)
-    joins = own_position_joins(COUNTS_BY_EXECUTION, COUNTS_BY_DECISION, execution_join="JOIN")
-    executions = conn.execute(sa.text(f"SELECT COUNT(*) FROM {COUNTS_BY_EXECUTION}")).scalar()
-    if int(executions or 0) <= chunk_rows:
-        sql = _stage_sql(joins) + " ORDER BY e.execution_id"
-        staged = read_frame(conn, sql)
-        _staging_memory(conn, raised=False)
+    with postgres_settings(conn, work_mem=STAGE_WORK_MEM):
+        for name, (select, key) in COUNTS.items():
+            _temporary(conn, name, select, key)
+        joins = own_position_joins(COUNTS_BY_EXECUTION, COUNTS_BY_DECISION, execution_join="JOIN")
+        count = conn.execute(sa.text(f"SELECT COUNT(*) FROM {COUNTS_BY_EXECUTION}")).scalar()
+        one_chunk = int(count or 0) <= chunk_rows
+        if one_chunk:
+            staged = read_frame(conn, _stage_sql(joins) + " ORDER BY e.execution_id")
+        else:
+            _temporary(conn, STAGED, _stage_sql(joins), "execution_id")
+    if one_chunk:
         yield derive(staged, min_points=min_points)
     else:
-        _temporary(conn, STAGED, _stage_sql(joins), "execution_id")
-        _staging_memory(conn, raised=False)
         after: str | None = None
         while True:
             through = _chunk_end(conn, after, chunk_rows)

@@ -8,7 +8,8 @@ here once, for both backends' timestamp spellings.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import polars as pl
@@ -112,3 +113,18 @@ def bulk_update(
     )
     drop_stage(conn, name)
     return int(result.rowcount or 0)
+
+
+@contextmanager
+def postgres_settings(conn: sa.Connection, **settings: str) -> Iterator[None]:
+    """PostgreSQL settings for the statements inside only (`SET LOCAL`, then `RESET`).
+
+    A no-op on SQLite. On an error nothing is reset: the transaction is aborted, and its
+    rollback ends every `SET LOCAL` with it.
+    """
+    pg = conn.dialect.name == "postgresql"
+    for name, value in settings.items() if pg else ():
+        conn.execute(sa.text(f"SET LOCAL {name} = '{value}'"))
+    yield
+    for name in settings if pg else ():
+        conn.execute(sa.text(f"RESET {name}"))

@@ -325,11 +325,10 @@ def held_out_rows(
 
     Held out: in the check's scope, not among its sources, outside the fit split (a
     check made from an outcome rule was fitted on no split: its sources all precede its
-    creation), and made after the version was created (through `through`). With
+    creation), and made after `since` (default: when the version was created; a rule
+    check's `unseen_from` is earlier) and after `after`, through `through`. With
     `settled_after`, only decisions whose return settled after that time: outcomes a
-    step taken then could not have read. `since` replaces the creation time as the
-    first decision time when the check says from when it saw no decision (a rule check's
-    `unseen_from`). `stopped` is the check's own answer on the
+    step taken then could not have read. `stopped` is the check's own answer on the
     recorded observation, so every held-out decision counts, not only those a rollout
     arm happened to route to it.
     """
