@@ -28,6 +28,10 @@ Reported:
   condition's check active by the end), its effect on the decisions made after it
   became active (which never judged it) with its interval, and that effect over the
   oracle's on the same decisions.
+* **oracle check** (the lifecycle's ceiling): a check of the planted condition made at
+  the stream's first cycle, as if a rule had confirmed it there, and moved by the same
+  steps. What it reaches is what any learner reaches at best with this lifecycle on
+  this much data: a learner must first find the condition.
 * the seconds, and the floor: one plain polars pass computing every condition's
   contrast over a whole stream (what any learner must at least do, once).
 
@@ -125,9 +129,10 @@ def judge(stream: Stream, registry: RoleRegistry, role_id: str) -> dict[str, Any
     """Learn one stream; what became active, and the held-out effects of learner and oracle."""
     started = time.perf_counter()
     frame = episode_frame(stream.cases, registry)
-    checks = Checks(role_id, registry, judged(stream.cases, registry))
+    known = (stream.planted,) if stream.planted else stream.conditions
+    checks = Checks(role_id, registry, judged(stream.cases, registry), known=known)
     rules, test_start = learn(frame, role_id, checks)
-    seconds = time.perf_counter() - started
+    seconds = time.perf_counter() - started - checks.oracle_seconds
     active = [r for r in rules if r.state is EntryState.ACTIVE]
     test = frame.slice(test_start)
     ret = stream.cases["realized_return"].slice(test_start).to_numpy()
@@ -149,6 +154,12 @@ def judge(stream: Stream, registry: RoleRegistry, role_id: str) -> dict[str, Any
         and isinstance(stop_condition(stream.planted), dict),
         "carriers": None if stream.planted is None else int(stream.cases["planted"].sum()),
         "skill": None,
+        "oracle_checks": len(checks.oracles),
+        "oracle_checks_active": checks.oracles_active(),
+        "oracle_check": stream.planted in checks.oracles_active(),
+        "oracle_skill": None
+        if stream.planted is None
+        else checks.after_activation(stream.planted, stream.cases["planted"], oracle=True),
         "seconds": seconds,
     }
     if stream.planted is not None:
@@ -202,8 +213,11 @@ def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     seeds whose planted condition a learned check can express at all
     (`rule_checks.stop_condition`: a missing evidence kind is its policy check's,
     against-signal is not in the decision record); `skill_power_of_checkable`: the
-    planted check's power among them. `oracle_*`: the planted condition checked from the
-    start. `rule_stage_at_test`: seeds by where the planted rule stood then (`rule_stage`).
+    planted check's power among them. `oracle_*`: the planted condition checked over the
+    test period. `oracle_check_*`: the lifecycle's ceiling, a check of the planted
+    condition made at the first cycle and moved by the same steps (`Checks.plant_oracle`;
+    checkable seeds only): how often it reaches active, and its interval after that
+    above zero. `rule_stage_at_test`: seeds by where the planted rule stood then (`rule_stage`).
     `by_kind`: per planted kind, its seeds, mean carriers per stream and how many found
     the rule and the check (what can be found depends on how many decisions carry it).
     """
@@ -236,6 +250,11 @@ def _summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "skill_effect_mean": _mean([x["effect"] for x in skills]),
         "skill_over_oracle": _ratio(skills),
         "other_skills_active": sum(len(r["skills_active"]) - int(r["skill_found"]) for r in rows),
+        "oracle_check_power": sum(1 for r in rows if r["oracle_check"]) / n,
+        "oracle_check_ci_excludes_zero": sum(
+            1 for r in rows if r["oracle_skill"] and (r["oracle_skill"]["ci_low"] or 0) > 0
+        )
+        / n,
         "planted_kinds": sorted({str(r["planted"]).split(":")[0] for r in rows}),
         "rule_stage_at_test": dict(sorted(Counter(str(r["rule_stage"]) for r in rows).items())),
         "by_kind": _by_kind(rows),
@@ -319,6 +338,8 @@ def run_bench(
             "streams_with_any_active": int(sum(1 for a in null_active if a)),
             "false_discovery_share": sum(1 for a in null_active if a) / seeds,
             "active_skills_total": int(sum(len(r["skills_active"]) for r in null_rows)),
+            "oracle_checks_total": int(sum(r["oracle_checks"] for r in null_rows)),
+            "oracle_checks_active": int(sum(len(r["oracle_checks_active"]) for r in null_rows)),
         },
         "planted": _summary(planted[HEADLINE]) if HEADLINE in planted else None,
         "power_curve": [{"effect_sd": e, **_summary(rows)} for e, rows in planted.items()],

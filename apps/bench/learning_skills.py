@@ -13,6 +13,7 @@ stream's decision times).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -22,6 +23,7 @@ import polars as pl
 
 from reflexmem.ledger.enums import EntryState, Tier
 from reflexmem.ledger.reflex_enums import SkillState
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.ledger_mirror import role_namespace
 from reflexmem.memory.store import InMemoryStore
 from reflexmem.reflex.evidence import VersionView
@@ -35,6 +37,23 @@ CHECK_EVERY = 50
 """Decisions between two runs of the skill steps: about a weekly cycle on this stream."""
 S = SkillState
 PENDING = (S.CANDIDATE, S.VALIDATING, S.LIMITED)
+
+
+def _advance(view: VersionView, known: pl.DataFrame, now: datetime) -> VersionView:
+    """The moves a pending check's evidence allows at `now` (`rule_checks.rule_step`)."""
+    for _ in range(3):
+        if view.state not in PENDING:
+            break
+        step = rule_step(view, known, now)
+        if isinstance(step, str):
+            break
+        to = step[0]
+        view = replace(view, state=to, changed_at=now, history=(*view.history, (to, now)))
+        if to == S.LIMITED:
+            view = replace(view, limited_at=now)
+        elif to == S.ACTIVE:
+            view = replace(view, active_at=now)
+    return view
 
 
 def judged(cases: pl.DataFrame, registry: RoleRegistry) -> pl.DataFrame:
@@ -88,6 +107,12 @@ class Checks:
     frame: pl.DataFrame
     views: dict[str, VersionView] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    known: tuple[str, ...] = ()
+    """Conditions the bench knows (the planted one; on a null stream, every checkable
+    one): each gets an oracle check at the stream's first cycle (`plant_oracles`)."""
+    oracles: dict[str, VersionView] = field(default_factory=dict)
+    oracle_seconds: float = 0.0
+    """Time spent on the oracle checks: the bench's, not the learner's."""
 
     def run(self, store: InMemoryStore, now: datetime) -> None:
         """One cycle's generation and promotion at `now`."""
@@ -104,33 +129,58 @@ class Checks:
             self.views[condition] = VersionView(
                 spec, S.CANDIDATE, now, history=((str(S.CANDIDATE), now),)
             )
-        known = self.frame.filter(pl.col(SETTLED_AT) <= now)
+        settled = self.frame.filter(pl.col(SETTLED_AT) <= now)
         for condition, view in self.views.items():
-            for _ in range(3):
-                if view.state not in PENDING:
-                    break
-                step = rule_step(view, known, now)
-                if isinstance(step, str):
-                    break
-                to = step[0]
-                view = replace(view, state=to, changed_at=now, history=(*view.history, (to, now)))
-                if to == S.LIMITED:
-                    view = replace(view, limited_at=now)
-                elif to == S.ACTIVE:
-                    view = replace(view, active_at=now)
-            self.views[condition] = view
+            self.views[condition] = _advance(view, settled, now)
+        started = time.perf_counter()
+        if self.known and not self.oracles:
+            self.plant_oracles(now)
+        for condition, view in self.oracles.items():
+            self.oracles[condition] = _advance(view, settled, now)
+        self.oracle_seconds += time.perf_counter() - started
+
+    def plant_oracles(self, now: datetime) -> None:
+        """The lifecycle's ceiling: a check of each known condition, made at `now`.
+
+        Each is made as a confirmed avoid-rule's check would be (`rule_check_file`) and
+        enters `validating` at once: it knows its condition, so it needs no rule and no
+        confirmation. From there the production steps move it, on the same decisions as
+        the learned checks. A condition no check can express gets none.
+        """
+        for condition in self.known:
+            rule = MemoryEntry(
+                id=f"oracle:{condition}",
+                namespace=role_namespace(self.role_id),
+                tier=Tier.PROCEDURAL,
+                text=f"Oracle: a check of {condition}, known from the start.",
+                tags=(condition,),
+                stats={"direction": -1, "confirm": {"oracle": True}},
+            )
+            made = rule_check_file(rule, self.role_id, self.registry, now=now)
+            if isinstance(made, str):
+                continue
+            spec = parse_skill(made[1], f"oracle:{made[0]}.yaml", self.registry)
+            history = ((str(S.VALIDATING), now),)
+            self.oracles[condition] = VersionView(spec, S.VALIDATING, now, history=history)
+
+    def oracles_active(self) -> list[str]:
+        """Conditions whose oracle check is active."""
+        return sorted(c for c, v in self.oracles.items() if v.state == S.ACTIVE)
 
     def active(self) -> list[str]:
         """Conditions whose check is active."""
         return sorted(c for c, v in self.views.items() if v.state == S.ACTIVE)
 
-    def after_activation(self, condition: str, truth: pl.Series) -> dict[str, Any] | None:
+    def after_activation(
+        self, condition: str, truth: pl.Series, *, oracle: bool = False
+    ) -> dict[str, Any] | None:
         """The check's effect on the decisions made after it became active (never judged it).
 
-        `truth` marks, per stream row, what the oracle holds; its effect on the same
-        decisions is returned beside (`oracle_effect`).
+        `oracle`: the oracle check of `condition` rather than the learned one. `truth`
+        marks, per stream row, what the oracle holds; its effect on the same decisions is
+        returned beside (`oracle_effect`).
         """
-        view = self.views.get(condition)
+        view = self.oracles.get(condition) if oracle else self.views.get(condition)
         if view is None or view.active_at is None:
             return None
         rows = self.frame.with_columns(truth.alias("_truth"))
@@ -139,7 +189,7 @@ class Checks:
         )
         ret, at = rows["realized_return"].to_numpy(), rows["decided_at_ts"]
         found = held_effect(check_stops(view.spec, rows).to_numpy(), ret, at)
-        oracle = held_effect(rows["_truth"].to_numpy(), ret, at)
+        truth_held = held_effect(rows["_truth"].to_numpy(), ret, at)
         if found is None:
             return None
-        return found | {"oracle_effect": oracle["effect"] if oracle else None}
+        return found | {"oracle_effect": truth_held["effect"] if truth_held else None}

@@ -64,6 +64,8 @@ class Stream:
     cases: pl.DataFrame
     planted: str | None
     cost: float
+    conditions: tuple[str, ...] = ()
+    """Every condition the generator could have planted on these bars and role."""
 
 
 def daily_bars(frame: pl.DataFrame) -> Bars:
@@ -203,7 +205,7 @@ def generate(
             "planted": carries,
         }
     )
-    return Stream(cases, planted, cost)
+    return Stream(cases, planted, cost, tuple(_conditions(role, bars.symbols)))
 
 
 def _prefix_sums(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -50,6 +50,11 @@ def test_null_streams_promote_no_rule(result: dict[str, object]) -> None:
     assert null["streams"] == 6
     assert null["active_rules_total"] == 0
     assert null["active_skills_total"] == 0
+    # The lifecycle's own control: a check of every symbol and scenario (11 + 4), made at
+    # the first cycle, on outcomes that depend on none of them. Its one test holds each
+    # to 2.5 % (2.25 expected of 90); 6 or more would happen by chance about 2 % of runs.
+    assert null["oracle_checks_total"] == 6 * 15
+    assert null["oracle_checks_active"] <= 5
 
 
 def test_a_planted_effect_is_found_and_its_held_out_interval_excludes_zero(
@@ -77,6 +82,10 @@ def test_a_planted_effect_is_found_and_its_held_out_interval_excludes_zero(
     # check's own interval there (two-week blocks, as the rules') may not exist; its mean does.
     assert one["skill_effect_mean"] > 0
     assert one["skill_over_oracle"] == pytest.approx(1.0)
+    # The lifecycle's ceiling: the planted condition's check made at the first cycle. Only
+    # checkable seeds get one; at 1 sd most reach active and hold out after it.
+    assert 4 / 6 <= one["oracle_check_power"] <= one["checkable_seeds"] / 6
+    assert one["oracle_check_ci_excludes_zero"] >= 3 / 6
     # Every seed's planted rule is somewhere, and "active" is exactly the power.
     stages = one["rule_stage_at_test"]
     assert sum(stages.values()) == 6
