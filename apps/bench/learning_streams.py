@@ -110,6 +110,31 @@ def file_bars(path: Path) -> Bars:
     return daily_bars(frame.with_columns(ts.alias("ts"), pl.col("close").cast(pl.Float64)))
 
 
+def stretched(bars: Bars, length: int, *, seed: int = 0, mean_block: int = 20) -> Bars:
+    """The bars made `length` bars long by a stationary bootstrap of whole days' returns.
+
+    What a role can learn is bounded by calendar time, not by decisions (docs/learning.md):
+    this shows what more of it would find. Days are drawn in blocks of geometric length
+    (mean `mean_block`, wrapping around) with every symbol's return of the same day, so
+    each symbol's volatility and the symbols' co-movement are kept; trends longer than a
+    block are not. Dates are business days from the first bar.
+    """
+    if length < 2:
+        raise ValueError(f"a stretched panel needs at least 2 bars, got {length}")
+    steps = np.diff(np.log(bars.closes), axis=0)
+    rng = np.random.default_rng(seed)
+    jumps = rng.random(length - 1) < 1.0 / mean_block
+    jumps[0] = True
+    position = np.arange(length - 1)
+    first = np.maximum.accumulate(np.where(jumps, position, 0))
+    starts = rng.integers(0, steps.shape[0], length - 1)
+    days = (starts[first] + position - first) % steps.shape[0]
+    logs = np.vstack([np.zeros((1, steps.shape[1])), np.cumsum(steps[days], axis=0)])
+    origin = bars.ts[0].astype("datetime64[D]")
+    ts = np.busday_offset(origin, np.arange(length), roll="forward").astype("datetime64[us]")
+    return Bars(ts, bars.symbols, bars.closes[0] * np.exp(logs))
+
+
 def _conditions(role: Role, symbols: tuple[str, ...]) -> list[str]:
     kinds = [f"missing:{e.kind}" for e in role.policy.required_evidence]
     symbol = [f"symbol:{s}" for s in symbols]

@@ -352,16 +352,21 @@ def bench_learning_cmd(
         typer.Option(help="Bars file (symbol, ts, close; CSV or Parquet); default D-full daily."),
     ] = None,
     horizon: Annotated[int, typer.Option(help="Bars from decision to settlement.")] = 10,
+    span: Annotated[
+        int | None,
+        typer.Option(help="Stretch the bars to this many by a block bootstrap of their days."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Null and planted decision streams through the production memory: false discoveries, power."""
     from apps.bench.learning import run_bench
-    from apps.bench.learning_streams import dfull_daily, file_bars
+    from apps.bench.learning_streams import dfull_daily, file_bars, stretched
     from reflexmem.registry import load_registry
 
     try:
         sizes = tuple(float(x) for x in effects.split(",") if x.strip())
         panel = dfull_daily() if bars is None else file_bars(bars)
+        panel = panel if span is None else stretched(panel, span)
         result = run_bench(
             panel,
             load_registry(),

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from apps.bench.learning import run_bench
-from apps.bench.learning_streams import dfull_daily, generate
+from apps.bench.learning_streams import dfull_daily, generate, stretched
 from apps.cli import app
 from reflexmem.memory.role_stream import episode_frame
 from reflexmem.registry import load_registry
@@ -124,6 +124,30 @@ def test_null_outcomes_do_not_depend_on_the_decision() -> None:
     assert np.all(delta[hit] > 0)
 
 
+def test_stretched_bars_are_the_same_days_drawn_again_in_blocks() -> None:
+    bars = dfull_daily()
+    long = stretched(bars, 4 * len(bars.ts), seed=1)
+    again = stretched(bars, 4 * len(bars.ts), seed=1)
+    assert long.closes.shape == (4 * len(bars.ts), len(bars.symbols))
+    assert long.symbols == bars.symbols
+    assert np.array_equal(long.closes, again.closes)
+    assert np.all(np.diff(long.ts.astype("datetime64[D]").astype(int)) >= 1)  # business days
+    assert np.allclose(long.closes[0], bars.closes[0])
+    # Every day's returns, all symbols together, are one of the original days'.
+    days = np.diff(np.log(bars.closes), axis=0)
+    drawn = np.diff(np.log(long.closes), axis=0)
+    match = np.abs(drawn[:, None, :] - days[None, :, :]).max(axis=2).min(axis=1)
+    assert match.max() < 1e-9
+    # Drawn in runs of consecutive days (mean 20), not one day at a time.
+    where = np.abs(drawn[:, None, :] - days[None, :, :]).max(axis=2).argmin(axis=1)
+    runs = 1 + np.count_nonzero(np.diff(where) != 1)
+    assert runs < len(drawn) / 8
+    # Each symbol's volatility is kept within sampling error.
+    assert np.allclose(drawn.std(axis=0), days.std(axis=0), rtol=0.25)
+    with pytest.raises(ValueError, match="at least 2 bars"):
+        stretched(bars, 1)
+
+
 def test_the_cli_prints_one_json_object_and_refuses_bad_input() -> None:
     runner = CliRunner()
     ok = runner.invoke(
@@ -135,6 +159,12 @@ def test_the_cli_prints_one_json_object_and_refuses_bad_input() -> None:
     assert (data["decisions"], data["seeds"], data["role"]) == (300, 1, "momentum")
     assert data["floor_seconds_per_stream"] > 0
     assert [p["effect_sd"] for p in data["power_curve"]] == [1.0]
+    longer = runner.invoke(
+        app,
+        ["bench", "learning", "--decisions", "300", "--seeds", "1", "--span", "400", "--json"],
+    )
+    assert longer.exit_code == 0, longer.output
+    assert json.loads(longer.stdout.strip().splitlines()[-1])["bars"] == 400
     bad = runner.invoke(app, ["bench", "learning", "--role", "nobody", "--seeds", "1"])
     assert bad.exit_code == 2
     assert "unknown role" in bad.output
