@@ -47,7 +47,7 @@ def _inputs(runner: DemoRunner, res: Resources, rows: int, workdir: Path) -> dat
     runner.heading("a decision stream on those prices, ingested in one transaction")
     panel = daily_panel()
     stream = generate(panel, rows, seed=7, fill_cost=demo_skills.FILL_COST)
-    costly = ", ".join(f"{k} {v:.0%}" for k, v in demo_skills.FILL_COST.items())
+    costly = ", ".join(f"{k} {v:.1%}" for k, v in demo_skills.FILL_COST.items())
     console.print(
         f"scenario: fills of {costly} worse than the close on every trade (a costly route): "
         "no record says so, only realized outcomes can"
