@@ -31,7 +31,9 @@ Reported:
 * **oracle check** (the lifecycle's ceiling): a check of the planted condition made at
   the stream's first cycle, as if a rule had confirmed it there, and moved by the same
   steps. What it reaches is what any learner reaches at best with this lifecycle on
-  this much data: a learner must first find the condition.
+  this much data: a learner must first find the condition. On a null stream, one such
+  check of every symbol and scenario: those that reach active are the lifecycle's own
+  false activations (its one test holds each to 2.5 %).
 * the seconds, and the floor: one plain polars pass computing every condition's
   contrast over a whole stream (what any learner must at least do, once).
 
