@@ -111,6 +111,8 @@ class Checks:
     """Conditions the bench knows (the planted one; on a null stream, every checkable
     one): each gets an oracle check at the stream's first cycle (`plant_oracles`)."""
     oracles: dict[str, VersionView] = field(default_factory=dict)
+    planted_at: datetime | None = None
+    """When the oracle checks were made (the first cycle)."""
     oracle_seconds: float = 0.0
     """Time spent on the oracle checks: the bench's, not the learner's."""
 
@@ -133,7 +135,7 @@ class Checks:
         for condition, view in self.views.items():
             self.views[condition] = _advance(view, settled, now)
         started = time.perf_counter()
-        if self.known and not self.oracles:
+        if self.planted_at is None:
             self.plant_oracles(now)
         for condition, view in self.oracles.items():
             self.oracles[condition] = _advance(view, settled, now)
@@ -147,6 +149,7 @@ class Checks:
         confirmation. From there the production steps move it, on the same decisions as
         the learned checks. A condition no check can express gets none.
         """
+        self.planted_at = now
         for condition in self.known:
             rule = MemoryEntry(
                 id=f"oracle:{condition}",
