@@ -21,10 +21,13 @@ Reported:
   two-week blocks (`reflex.outcomes`; none before five blocks).
 * **oracle** (the ceiling): the same held-out decisions checked by the planted
   condition itself.
-* **skills** (`learning_skills.py`): every confirmed avoid-rule becomes a check through
-  the generator's own function and is promoted by the lifecycle's own outcome step on
-  settled decisions, every `CHECK_EVERY` decisions. On null streams, the checks that
-  reached active (false discoveries); on planted ones, `skill_power` (the planted
+* **skills** (`learning_skills.py`): every avoid-rule becomes a check when it forms,
+  through the generator's own function, and is promoted by the lifecycle's own outcome
+  step on settled decisions, every `CHECK_EVERY` decisions (active only once its rule
+  is confirmed). On null streams, the checks that reached active (false discoveries),
+  and how many checks were made and reached a limited rollout while their rule waited
+  (`checks_made_total`, `checks_rolled_out_total`: the price of starting early); on
+  planted ones, `skill_power` (the planted
   condition's check active by the end), its effect on the decisions made after it
   became active (which never judged it) with its interval, and that effect over the
   oracle's on the same decisions.
@@ -151,6 +154,8 @@ def judge(stream: Stream, registry: RoleRegistry, role_id: str) -> dict[str, Any
         "rule": None,
         "oracle": None,
         "skills_active": checks.active(),
+        "checks_made": len(checks.views),
+        "checks_rolled_out": checks.rolled_out(),
         "skill_found": stream.planted in checks.active(),
         "checkable": stream.planted is not None
         and isinstance(stop_condition(stream.planted), dict),
@@ -340,6 +345,8 @@ def run_bench(
             "streams_with_any_active": int(sum(1 for a in null_active if a)),
             "false_discovery_share": sum(1 for a in null_active if a) / seeds,
             "active_skills_total": int(sum(len(r["skills_active"]) for r in null_rows)),
+            "checks_made_total": int(sum(r["checks_made"] for r in null_rows)),
+            "checks_rolled_out_total": int(sum(r["checks_rolled_out"] for r in null_rows)),
             "oracle_checks_total": int(sum(r["oracle_checks"] for r in null_rows)),
             "oracle_checks_active": int(sum(len(r["oracle_checks_active"]) for r in null_rows)),
         },

@@ -1,14 +1,14 @@
-"""The skill side of `bench learning`: confirmed rules become checks, promoted on outcomes.
+"""The skill side of `bench learning`: avoid-rules become checks, promoted on outcomes.
 
 As the stream is learned, every `CHECK_EVERY` decisions the cycle's two skill steps run
-on what the memory holds at that moment: each confirmed avoid-rule without a check
-becomes one (`reflexmem.reflex.rule_checks.rule_check_file`, the generator's own
+on what the memory holds at that moment: each formed or confirmed avoid-rule without a
+check becomes one (`reflexmem.reflex.rule_checks.rule_check_file`, the generator's own
 function), and each pending check takes the moves its evidence allows
-(`rule_checks.rule_step`, the lifecycle's own step) on the decisions whose positions had
-settled by then. Nothing here decides a promotion: the production functions do, on the
-judged frame the ledger would hand them. Adapted to the benchmark is only where the
-decisions come from (the generated stream instead of the ledger) and the clock (the
-stream's decision times).
+(`rule_checks.rule_step`, the lifecycle's own step, with the newest version of its
+rule) on the decisions whose positions had settled by then. Nothing here decides a
+promotion: the production functions do, on the judged frame the ledger would hand them.
+Adapted to the benchmark is only where the decisions come from (the generated stream
+instead of the ledger) and the clock (the stream's decision times).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from reflexmem.ledger.enums import EntryState, Tier
 from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.ledger_mirror import role_namespace
+from reflexmem.memory.outcome_rules import newest_rules
 from reflexmem.memory.store import InMemoryStore
 from reflexmem.reflex.evidence import VersionView
 from reflexmem.reflex.outcomes import DECIDED_AT, RETURN, STOPPED, check_stops, outcome_effect
@@ -39,12 +40,14 @@ S = SkillState
 PENDING = (S.CANDIDATE, S.VALIDATING, S.LIMITED)
 
 
-def _advance(view: VersionView, known: pl.DataFrame, now: datetime) -> VersionView:
+def _advance(
+    view: VersionView, known: pl.DataFrame, now: datetime, rule: MemoryEntry | None = None
+) -> VersionView:
     """The moves a pending check's evidence allows at `now` (`rule_checks.rule_step`)."""
     for _ in range(3):
         if view.state not in PENDING:
             break
-        step = rule_step(view, known, now)
+        step = rule_step(view, known, now, rule)
         if isinstance(step, str):
             break
         to = step[0]
@@ -118,10 +121,11 @@ class Checks:
 
     def run(self, store: InMemoryStore, now: datetime) -> None:
         """One cycle's generation and promotion at `now`."""
-        namespace = role_namespace(self.role_id)
-        for rule in store.entries(namespace, (Tier.PROCEDURAL,), (EntryState.ACTIVE,)):
-            condition = rule.tags[0] if rule.tags else ""
+        rules = newest_rules(store, role_namespace(self.role_id))
+        for condition, rule in rules.items():
             if condition in self.views or condition in self.skipped:
+                continue
+            if rule.state not in (EntryState.CANDIDATE, EntryState.ACTIVE):
                 continue
             made = rule_check_file(rule, self.role_id, self.registry, now=now)
             if isinstance(made, str):
@@ -133,7 +137,7 @@ class Checks:
             )
         settled = self.frame.filter(pl.col(SETTLED_AT) <= now)
         for condition, view in self.views.items():
-            self.views[condition] = _advance(view, settled, now)
+            self.views[condition] = _advance(view, settled, now, rules.get(condition))
         started = time.perf_counter()
         if self.planted_at is None:
             self.plant_oracles(now)
@@ -169,6 +173,10 @@ class Checks:
     def oracles_active(self) -> list[str]:
         """Conditions whose oracle check is active."""
         return sorted(c for c, v in self.oracles.items() if v.state == S.ACTIVE)
+
+    def rolled_out(self) -> int:
+        """Learned checks that reached a limited rollout (and so held some decisions)."""
+        return sum(1 for v in self.views.values() if any(s == S.LIMITED for s, _ in v.history))
 
     def active(self) -> list[str]:
         """Conditions whose check is active."""

@@ -100,6 +100,11 @@ def _newest(
     return out
 
 
+def newest_rules(store: MemoryStore, namespace: str) -> dict[str, MemoryEntry]:
+    """Each condition's newest rule version: waiting (candidate), active or retired."""
+    return _newest(store, namespace, Tier.PROCEDURAL, RuleConfig().prefixes)
+
+
 def _moments(episodes: Sequence[MemoryEntry], condition: str | None = None) -> Moments:
     return Moments.of(
         e.outcome

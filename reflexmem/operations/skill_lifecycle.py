@@ -38,6 +38,9 @@ import sqlalchemy as sa
 
 from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.ledger.skill_cycle_models import CheckKind
+from reflexmem.memory.entries import MemoryEntry
+from reflexmem.memory.ledger_store import LedgerMemoryStore
+from reflexmem.memory.outcome_rules import newest_rules
 from reflexmem.operations.resources import Resources
 from reflexmem.operations.skills import ACTOR, clock
 from reflexmem.reflex.audit import audit
@@ -160,15 +163,18 @@ def _step(
     *,
     learned: bool,
     now: datetime,
+    rule: MemoryEntry | None = None,
 ) -> tuple[SkillState, list[Evidence], CheckKind] | str:
     """The next move of a pending version with its evidence, or why it waits.
+
+    `rule`: for a rule check, the newest version of its rule (`_rules`).
 
     From `limited`, a learned check moves on its outcome effect alone (realized returns
     of held-out decisions made since it was created); a policy check, which restates its
     role's requirement, on shadow and rollout agreement as before.
     """
     if is_rule_check(view.spec.provenance):
-        return rule_step(view, episodes, now)
+        return rule_step(view, episodes, now, rule)
     cluster_ids = [v.spec.skill_id for v in views if v.cluster == view.cluster]
     if view.state == S.CANDIDATE:
         found = evaluation_evidence(view, episodes)
@@ -195,12 +201,28 @@ def _step(
     return (S.ACTIVE if passed else S.REJECTED), both, CheckKind.SHADOW
 
 
+def _lineage(view: VersionView) -> tuple[str, str]:
+    """(namespace, condition) of a rule check's rule; empty for other versions."""
+    p = view.spec.provenance
+    if not is_rule_check(p):
+        return "", ""
+    return str(p.get("namespace", "")), str(p.get("pattern", ""))
+
+
+def _rules(res: Resources, views: Sequence[VersionView]) -> dict[tuple[str, str], MemoryEntry]:
+    """The newest rule version behind each pending rule check, by (namespace, condition)."""
+    store = LedgerMemoryStore(res.engine)
+    wanted = {_lineage(v)[0] for v in views if v.state in PENDING} - {""}
+    return {(ns, c): rule for ns in sorted(wanted) for c, rule in newest_rules(store, ns).items()}
+
+
 def advance_skills(res: Resources, as_of: datetime | None = None) -> LifecycleReport:
     """Take every pending trading version as far as its evidence allows, cheapest first."""
     now = clock(res, as_of)
     if now is None:
         return LifecycleReport(as_of=None)
     views, episodes, checks = _inputs(res, now)
+    rules = _rules(res, views)
     order = sorted(range(len(views)), key=lambda i: (views[i].spec.layer.rank, views[i].key))
     moves: list[Move] = []
     waiting: dict[str, str] = {}
@@ -210,7 +232,8 @@ def advance_skills(res: Resources, as_of: datetime | None = None) -> LifecycleRe
             if view.state not in PENDING:
                 break
             learned = check_kind(view.spec, res.registry) == "learned"
-            step = _step(view, views, episodes, checks, learned=learned, now=now)
+            rule = rules.get(_lineage(view))
+            step = _step(view, views, episodes, checks, learned=learned, now=now, rule=rule)
             if isinstance(step, str):
                 waiting[view.key] = step
                 break

@@ -32,11 +32,12 @@ import polars as pl
 import sqlalchemy as sa
 
 from reflexmem.ledger.bulk import bulk_insert
-from reflexmem.ledger.enums import EntryState, Tier
+from reflexmem.ledger.enums import EntryState
 from reflexmem.ledger.skill_cycle_models import CheckKind
 from reflexmem.ledger.sqlio import to_utc
 from reflexmem.memory.ledger_mirror import role_namespace
 from reflexmem.memory.ledger_store import LedgerMemoryStore
+from reflexmem.memory.outcome_rules import newest_rules
 from reflexmem.operations.resources import Resources
 from reflexmem.reflex.candidates import candidate_files
 from reflexmem.reflex.clusters import MIN_CLUSTER, describe, find_patterns
@@ -164,15 +165,15 @@ def generate_candidates(
 def _rule_checks(
     res: Resources, now: datetime, views: Sequence[VersionView]
 ) -> tuple[list[str], dict[str, str]]:
-    """Register a check for every confirmed avoid-rule of a role without one yet."""
+    """Register a check for every formed or confirmed avoid-rule of a role without one yet."""
     store = LedgerMemoryStore(res.engine)
     done = generated_clusters(views)
     registered: list[str] = []
     skipped: dict[str, str] = {}
     for role_id in sorted(res.registry.roles):
         namespace = role_namespace(role_id)
-        for rule in store.entries(namespace, (Tier.PROCEDURAL,), (EntryState.ACTIVE,)):
-            if not rule.tags or (namespace, rule.tags[0]) in done:
+        for condition, rule in sorted(newest_rules(store, namespace).items()):
+            if (namespace, condition) in done or rule.state is EntryState.RETIRED:
                 continue
             made = rule_check_file(rule, role_id, res.registry, now=now)
             if isinstance(made, str):

@@ -1,10 +1,15 @@
-"""Learned checks from confirmed outcome rules, and the outcome steps that promote them.
+"""Learned checks from outcome rules, and the outcome steps that promote them.
 
-A procedural rule of a role's memory (`reflexmem.memory.outcome_rules`) that was
-confirmed on episodes that did not form it, and says its condition makes outcomes
-*worse*, becomes a pre-decision check: an L0 rule that holds the role's decisions
-carrying the condition and lets everything else proceed. It is a **learned** check
-(`outcomes.check_kind`): nothing in the role file asked for it.
+A procedural rule of a role's memory (`reflexmem.memory.outcome_rules`) that says its
+condition makes outcomes *worse* becomes a pre-decision check: an L0 rule that holds the
+role's decisions carrying the condition and lets everything else proceed. It is a
+**learned** check (`outcomes.check_kind`): nothing in the role file asked for it. The
+check is made when the rule *forms* (a waiting candidate, its screening contrast passed),
+so that its own replay and rollout run while the rule waits for the later episodes of
+its confirmation; made only at confirmation, a check began those weeks of steps only
+then, and on `bench learning`'s validation seeds (0.5 sd planted) 8 of 20 planted
+checks became active against 10 now. It becomes active only once the rule is confirmed,
+and falls with the rule if the rule fails its test.
 
 Only conditions a decision record carries when it is made can be checked before it:
 
@@ -20,8 +25,10 @@ Only conditions a decision record carries when it is made can be checked before 
 A rule check moves on realized outcomes only, never on decisions its rule was formed
 from, and its one test on outcomes no earlier step read (:func:`next_move`):
 
-1. ``candidate -> validating``: the rule's confirmatory test itself, on episodes made
-   after the rule was formed (the check's effect is the negated rule contrast).
+1. ``candidate -> validating``: the rule's contrast (the check's effect is the contrast
+   negated): its confirmatory test on episodes made after the rule was formed, or, for a
+   check made when the rule formed, the screening contrast it formed on. Either only
+   starts the replay; neither is the check's test.
 2. ``validating -> limited``: a screen, the check replayed on the decisions the rule
    was not formed from (made from `unseen_from`, the first two-week block after the
    rule formed; since the check's creation for a rule that does not say): with
@@ -30,17 +37,24 @@ from, and its one test on outcomes no earlier step read (:func:`next_move`):
    may read what the rule's confirmation read. Waiting for new decisions instead cost
    a check three to four weeks of its stream before its one test could begin.
 3. ``limited -> active``: **one test**, like the rule's confirmation, on the same
-   decisions whose return settled after the check became limited (outcomes neither
-   the confirmation nor the screen read, including those of decisions made before the
-   move that were still open then): at the first cycle with `MIN_HELD` decisions on
-   each side and `MIN_BLOCKS` two-week blocks, the interval of its effect
-   (`reflex.outcomes`, blocks of time as the draws) lies above zero, or the check is
-   rejected. Looking again at every cycle until the interval happens to clear zero
-   would raise the chance that a check of no effect becomes active with every look: on
-   the null streams of `bench learning`'s validation seeds (a check on each of 15
-   symbols and scenarios, made 30 % into the stream), 10 of 300 such checks did under
-   weekly looks, 3 of 300 with this one test.
+   decisions whose return settled after the check became limited (outcomes the screen
+   never read, including those of decisions made before the move that were still open
+   then), taken at the first cycle at which the rule is confirmed and there are
+   `MIN_HELD` decisions on each side and `MIN_BLOCKS` two-week blocks: the interval of
+   its effect (`reflex.outcomes`, blocks of time as the draws) lies above zero, or the
+   check is rejected. It may read what the rule's confirmation read: a check is active
+   only if both pass, so on a stream with nothing to learn it is no likelier to become
+   active than its rule is to be confirmed (the rule's error budget bounds both).
+   Looking again at every cycle until the interval happens to clear zero would raise
+   the chance that a check of no effect becomes active with every look: on the null
+   streams of `bench learning`'s validation seeds (a check on each of 15 symbols and
+   scenarios, made 30 % into the stream), 10 of 300 such checks did under weekly looks,
+   3 of 300 with this one test.
 
+A check made when its rule formed is rejected, at whatever step it is, when the rule is
+retired (its confirmatory test failed) or has left memory unconfirmed. Until the rule is
+confirmed it may sit in its limited rollout: `bench learning` counts those rollouts on
+its null streams (`null.checks_rolled_out_total`), the price of starting early.
 A harmful effect (interval below zero) rejects at any step; no gain in the mean after
 `MAX_HELD` held decisions rejects a screen.
 """
@@ -48,11 +62,13 @@ A harmful effect (interval below zero) rejects at any step; no gain in the mean 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import polars as pl
 
+from reflexmem.ledger.enums import EntryState
 from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.ledger.skill_cycle_models import CheckKind
 from reflexmem.memory.blocks import MIN_BLOCKS
@@ -119,10 +135,17 @@ def skill_id(role_id: str, condition: str) -> str:
 def rule_check_file(
     rule: MemoryEntry, role_id: str, registry: RoleRegistry, *, now: datetime
 ) -> tuple[str, str] | str:
-    """(skill ID, YAML text) of the check a confirmed avoid-rule makes, or why none."""
+    """(skill ID, YAML text) of the check an avoid-rule makes, or why none.
+
+    A rule makes its check when it forms (a waiting `candidate` that carries the
+    contrast it was formed on) or, if no check was made then, when it is confirmed.
+    """
     stats = rule.stats or {}
     confirm = stats.get("confirm")
-    if not confirm or not rule.tags:
+    formed = stats.get("formed") if rule.state is EntryState.CANDIDATE else None
+    if rule.state is EntryState.RETIRED:
+        return "the rule was retired"
+    if not (confirm or formed) or not rule.tags:
         return "the rule has not been confirmed on later episodes"
     if int(stats.get("direction", 0)) >= 0:
         return "the rule favours its condition: a check can only hold or send back"
@@ -149,7 +172,7 @@ def rule_check_file(
             "rule_state": str(rule.state),
             "generated_at": now.isoformat(),
             "fixed_conditions": [condition],
-            "confirmation": dict(confirm),
+            **({"confirmation": dict(confirm)} if confirm else {"formation": dict(formed or {})}),
             **_unseen(stats.get("formed_block")),
         },
         "applicability": {
@@ -176,18 +199,13 @@ def rule_check_file(
         "bounds": {"permissions": {"tools": [], "effects": ["read"]}, "retry_limit": 0},
         "fallback": {"escalation_target": "L1", "previous_version": None},
     }
-    header = "# Generated from a confirmed outcome rule; the ledger decides its state.\n"
+    header = "# Generated from an outcome rule; the ledger decides its state.\n"
     return sid, header + dump_yaml(spec)
 
 
-def confirmation_evidence(provenance: Mapping[str, Any]) -> Evidence:
-    """The rule's confirmatory test as the check's first outcome evidence.
-
-    The rule's contrast is carriers minus the rest in outcome score; the check holds
-    the carriers, so its effect (passed minus held) is that contrast negated.
-    """
-    c = provenance["confirmation"]
-    eff = OutcomeEffect(
+def _negated(c: Mapping[str, Any]) -> OutcomeEffect:
+    """A rule contrast (carriers minus the rest) as the check's effect (passed minus held)."""
+    return OutcomeEffect(
         n_passed=int(c["n_out"]),
         n_held=int(c["n_in"]),
         mean_passed=c.get("mean_out"),
@@ -198,14 +216,58 @@ def confirmation_evidence(provenance: Mapping[str, Any]) -> Evidence:
         ci_low=-float(c["ci_high"]),
         ci_high=-float(c["ci_low"]),
     )
+
+
+def confirmation_evidence(provenance: Mapping[str, Any]) -> Evidence:
+    """The rule's first outcome evidence for the check: its confirmation, or its formation.
+
+    The rule's contrast is carriers minus the rest in outcome score; the check holds
+    the carriers, so its effect (passed minus held) is that contrast negated. A check
+    made when its rule formed has only the formation screen, on the episodes the rule
+    was formed from: enough to start replaying it, never a test (it becomes active
+    only once the rule is confirmed, :func:`rule_step`).
+    """
+    if "confirmation" in provenance:
+        c = provenance["confirmation"]
+        source = "the rule's confirmatory test (outcome score, episodes after it was formed)"
+    else:
+        c = provenance["formation"]
+        source = "the rule's formation screen (outcome score, the episodes it was formed from)"
     return effect_evidence(
-        eff,
+        _negated(c),
         "gain",
-        source="the rule's confirmatory test (outcome score, episodes after it was formed)",
+        source=source,
         rule=provenance.get("rule"),
         p_value=c.get("p_value"),
         alpha=c.get("alpha"),
     )
+
+
+def rule_confirmed(provenance: Mapping[str, Any], rule: MemoryEntry | None) -> bool | None:
+    """Whether the check's rule passed its confirmatory test: None while it waits.
+
+    `rule` is the newest version of the rule's lineage
+    (`reflexmem.memory.outcome_rules.newest_rules`). A check made from a confirmed rule
+    carries the confirmation itself. A lineage no longer in memory (evicted) counts as
+    failed: nothing can confirm it any more.
+    """
+    if "confirmation" in provenance:
+        return True
+    if rule is None or rule.state is EntryState.RETIRED:
+        return False
+    confirmed = rule.state is EntryState.ACTIVE and bool((rule.stats or {}).get("confirm"))
+    return True if confirmed else None
+
+
+def _unconfirmed(rule: MemoryEntry | None) -> Evidence:
+    """Why a check made at formation is rejected: its rule failed (or left memory)."""
+    test = (rule.stats or {}).get("confirm") if rule is not None else None
+    if test:
+        eff = _negated(test)
+        reason = "its rule failed its confirmatory test on later episodes"
+        return effect_evidence(eff, "none", reason=reason, rule=rule.id if rule else None)
+    eff = OutcomeEffect(0, 0, None, None, None, None, None, None, None)
+    return effect_evidence(eff, "none", reason="its rule was retired or left memory unconfirmed")
 
 
 def next_move(state: SkillState, eff: OutcomeEffect) -> tuple[SkillState, Evidence] | str:
@@ -236,17 +298,25 @@ def next_move(state: SkillState, eff: OutcomeEffect) -> tuple[SkillState, Eviden
 
 
 def rule_step(
-    view: VersionView, episodes: pl.DataFrame, now: datetime
+    view: VersionView, episodes: pl.DataFrame, now: datetime, rule: MemoryEntry | None = None
 ) -> tuple[SkillState, list[Evidence], CheckKind] | str:
     """The next move of a pending rule check with its evidence, or why it waits.
 
     `episodes` are the judged decisions (`trading.judged_frame`) with realized returns;
     the windows are those of the module doc: decisions made from `unseen_from` (or since
     creation), and from `limited` only those whose return settled after `limited_at`
-    (the screen read the others).
+    (the screen read the others). `rule` is the newest version of the check's rule
+    lineage; a check made when its rule formed is rejected if the rule fails its
+    confirmatory test, and waits in `limited` until the rule passes it.
     """
+    provenance = view.spec.provenance
+    confirmed = rule_confirmed(provenance, rule)
+    if confirmed is False:
+        return S.REJECTED, [_unconfirmed(rule)], _KIND[view.state]
     if view.state == S.CANDIDATE:
-        return S.VALIDATING, [confirmation_evidence(view.spec.provenance)], CheckKind.EVALUATION
+        return S.VALIDATING, [confirmation_evidence(provenance)], CheckKind.EVALUATION
+    if view.state == S.LIMITED and confirmed is None:
+        return "its rule awaits its confirmatory test on later episodes"
     unread = view.limited_at if view.state == S.LIMITED else None
     rows = held_out_rows(
         view, episodes, through=now, settled_after=unread, since=unseen_from(view.spec.provenance)
@@ -254,5 +324,18 @@ def rule_step(
     step = next_move(view.state, outcome_effect(rows))
     if isinstance(step, str):
         return step
-    kind = CheckKind.REPLAY if view.state == S.VALIDATING else CheckKind.SHADOW
-    return step[0], [step[1]], kind
+    to, found = step
+    if to == S.ACTIVE and "confirmation" not in provenance and rule is not None:
+        # made when its rule formed: the activation records the rule's test beside its own
+        found = replace(
+            found, detail={**found.detail, "rule_confirmation": (rule.stats or {}).get("confirm")}
+        )
+    return to, [found], _KIND[view.state]
+
+
+_KIND = {
+    S.CANDIDATE: CheckKind.EVALUATION,
+    S.VALIDATING: CheckKind.REPLAY,
+    S.LIMITED: CheckKind.SHADOW,
+}
+"""The check row a step from each state writes."""

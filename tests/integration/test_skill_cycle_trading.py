@@ -16,6 +16,7 @@ import yaml
 from adapters import migrate
 from adapters.db import make_engine
 from reflexmem.ledger.checksums import table_checksums
+from reflexmem.memory.rule_config import RuleConfig
 from reflexmem.operations.cycle import run_skills
 from reflexmem.operations.resources import Resources
 from reflexmem.operations.runner import DirectRunner
@@ -154,13 +155,24 @@ def test_input_drift_quarantines_the_active_check_and_revalidation_follows(
 def test_no_skill_is_generated_from_a_rule_that_restates_a_lesson(
     walked: tuple[Resources, datetime],
 ) -> None:
-    # Generated versions come from episode clusters; the memory's rules are outcome-tested
-    # conditions, none of them a lesson's pattern.
+    # Generated versions come from episode clusters or from the memory's rules, which are
+    # outcome-tested conditions, none of them a lesson's pattern; a rule's check carries
+    # the contrast it formed on or its confirmation, and is active only once confirmed.
     res, _ = walked
-    versions = frame(res, "SELECT source_yaml FROM skill_versions")
-    kinds = {yaml.safe_load(y)["provenance"]["kind"] for y in versions["source_yaml"]}
-    assert "procedural_rule" not in kinds  # files a person registered are "file"
-    tags = frame(res, "SELECT tags FROM memory_entries WHERE tier = 'procedural'")["tags"]
+    versions = frame(res, "SELECT source_yaml, state FROM skill_versions")
+    made = [(yaml.safe_load(y)["provenance"], state) for y, state in versions.iter_rows()]
+    kinds = {p["kind"] for p, _ in made}
+    assert kinds <= {"episode_cluster", "procedural_rule", "file"}  # "file": a person's
+    from_rules = [(p, state) for p, state in made if p["kind"] == "procedural_rule"]
+    assert from_rules  # the walk forms avoid-rules of conditions a check can read
+    assert all(RuleConfig().is_condition(p["pattern"]) for p, _ in from_rules)
+    assert all(("formation" in p) != ("confirmation" in p) for p, _ in from_rules)
+    rules = frame(res, "SELECT tags, state FROM memory_entries WHERE tier = 'procedural'")
+    confirmed = {str(t) for t, state in rules.iter_rows() if state == "active"}
+    for p, state in from_rules:
+        if state == "active":
+            assert any(p["pattern"] in t for t in confirmed)
+    tags = rules["tags"]
     assert not any("pattern:" in str(t) for t in tags)
 
 

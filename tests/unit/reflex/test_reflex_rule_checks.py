@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -9,7 +10,9 @@ import numpy as np
 import polars as pl
 import pytest
 
+from reflexmem.ledger.enums import EntryState
 from reflexmem.ledger.reflex_enums import SkillState
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.role_stream import BLOCK_SECONDS
 from reflexmem.reflex.evidence import VersionView
 from reflexmem.reflex.lifecycle import Evidence, check_move
@@ -286,3 +289,89 @@ def test_the_screen_replays_the_check_on_every_decision_the_rule_was_not_formed_
     old = replace(view, spec=parse_skill(plain[1], "g.yaml", registry))
     assert unseen_from(old.spec.provenance) is None
     assert isinstance(rule_step(old, known, NOW), str)
+
+
+def _formed(condition: str, shift: float) -> MemoryEntry:
+    """The rule of `confirmed_rule` as it stood when it formed: waiting, no test yet."""
+    rule = confirmed_rule(condition, shift)
+    stats = {k: v for k, v in (rule.stats or {}).items() if k != "confirm"}
+    return replace(rule, id=f"{rule.id}-formed", state=EntryState.CANDIDATE, stats=stats)
+
+
+def test_a_rule_makes_its_check_when_it_forms_and_a_retired_rule_makes_none() -> None:
+    registry = load_registry()
+    formed = _formed("symbol:AAPL", -0.4)
+    made = rule_check_file(formed, "momentum", registry, now=NOW)
+    assert not isinstance(made, str)
+    spec = parse_skill(made[1], "g.yaml", registry)
+    assert "confirmation" not in spec.provenance
+    assert spec.provenance["formation"] == (formed.stats or {})["formed"]
+    evidence = confirmation_evidence(spec.provenance)
+    assert "formation screen" in evidence.detail["source"]
+    assert evidence.metrics["effect"] == -(formed.stats or {})["formed"]["effect"] > 0
+    check_move("x@1", S.CANDIDATE, S.VALIDATING, [evidence], quality_floor=0.0)
+    retired = replace(formed, state=EntryState.RETIRED)
+    assert rule_check_file(retired, "momentum", registry, now=NOW) == "the rule was retired"
+
+
+def _formation_walk(
+    frame: pl.DataFrame, rule_at: Callable[[int], MemoryEntry | None]
+) -> list[tuple[SkillState, int, Evidence]]:
+    """(state, hour, evidence) of each move of a check made when its rule formed."""
+    registry = load_registry()
+    made = rule_check_file(_formed("symbol:AAPL", -0.4), "momentum", registry, now=NOW)
+    assert not isinstance(made, str)
+    view = VersionView(parse_skill(made[1], "g.yaml", registry), S.CANDIDATE, NOW)
+    seen: list[tuple[SkillState, int, Evidence]] = []
+    for k in range(100, frame.height + 1, 100):
+        now = NOW + timedelta(hours=k)
+        while view.state in (S.CANDIDATE, S.VALIDATING, S.LIMITED):
+            step = rule_step(view, frame.head(k), now, rule_at(k))
+            if isinstance(step, str):
+                break
+            to, (evidence,), _ = step
+            check_move(view.key, view.state, to, [evidence], quality_floor=0.0)
+            view = replace(view, state=to, limited_at=now if to == S.LIMITED else view.limited_at)
+            seen.append((to, k, evidence))
+    return seen
+
+
+def test_a_check_made_at_formation_is_rolled_out_but_active_only_once_its_rule_confirms() -> None:
+    formed, confirmed = _formed("symbol:AAPL", -0.4), confirmed_rule("symbol:AAPL", -0.4)
+    made = rule_check_file(formed, "momentum", load_registry(), now=NOW)
+    assert not isinstance(made, str)
+    limited = VersionView(
+        parse_skill(made[1], "g.yaml", load_registry()), S.LIMITED, NOW, limited_at=NOW
+    )
+    # every decision of the frame settled since it was limited, and still no test
+    waits = rule_step(limited, _decisions(cost=0.01), NOW + timedelta(days=200), formed)
+    assert waits == "its rule awaits its confirmatory test on later episodes"
+    # the rule confirms at hour 2,500: the check was limited long before, active only then
+    seen = _formation_walk(_decisions(cost=0.01), lambda k: formed if k < 2500 else confirmed)
+    assert [s for s, _, _ in seen] == [S.VALIDATING, S.LIMITED, S.ACTIVE]
+    (limited_at,) = [k for s, k, _ in seen if s == S.LIMITED]
+    (active,) = [(k, e) for s, k, e in seen if s == S.ACTIVE]
+    assert limited_at < 1000
+    assert active[0] == 2500
+    assert active[1].metrics["ci_low"] > 0  # its own one test, on what settled since limited
+    assert active[1].detail["rule_confirmation"] == (confirmed.stats or {})["confirm"]
+
+
+def test_a_check_made_at_formation_falls_with_its_rule() -> None:
+    formed, confirmed = _formed("symbol:AAPL", -0.4), confirmed_rule("symbol:AAPL", -0.4)
+    failed = replace(confirmed, state=EntryState.RETIRED)
+    # the rule fails its test at hour 1,200, while the check is limited: rejected then
+    seen = _formation_walk(_decisions(cost=0.01), lambda k: formed if k < 1200 else failed)
+    assert [(s, k) for s, k, _ in seen][-1] == (S.REJECTED, 1200)
+    assert "confirmatory test" in seen[-1][2].detail["reason"]
+    assert not seen[-1][2].passed
+    # a rule no longer in memory can never confirm it
+    gone = _formation_walk(_decisions(cost=0.01), lambda k: None)
+    assert [s for s, _, _ in gone] == [S.REJECTED]
+    # a check made from a confirmed rule carries its confirmation: its rule is not read
+    made = rule_check_file(confirmed, "momentum", load_registry(), now=NOW)
+    assert not isinstance(made, str)
+    view = VersionView(parse_skill(made[1], "g.yaml", load_registry()), S.CANDIDATE, NOW)
+    step = rule_step(view, _decisions(cost=0.01), NOW, None)
+    assert not isinstance(step, str)
+    assert step[0] == S.VALIDATING
