@@ -263,9 +263,13 @@ def _unconfirmed(rule: MemoryEntry | None) -> Evidence:
     """Why a check made at formation is rejected: its rule failed (or left memory)."""
     test = (rule.stats or {}).get("confirm") if rule is not None else None
     if test:
-        eff = _negated(test)
         reason = "its rule failed its confirmatory test on later episodes"
-        return effect_evidence(eff, "none", reason=reason, rule=rule.id if rule else None)
+        found = effect_evidence(
+            _negated(test), "none", reason=reason, rule=rule.id if rule else None
+        )
+        # in outcome-score units, like the formation it started from: the rule's p and level
+        level = {"rule_p_value": float(test["p_value"]), "rule_alpha": float(test["alpha"])}
+        return replace(found, metrics={**found.metrics, **level})
     eff = OutcomeEffect(0, 0, None, None, None, None, None, None, None)
     return effect_evidence(eff, "none", reason="its rule was retired or left memory unconfirmed")
 

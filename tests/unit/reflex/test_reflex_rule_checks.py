@@ -364,6 +364,7 @@ def test_a_check_made_at_formation_falls_with_its_rule() -> None:
     seen = _formation_walk(_decisions(cost=0.01), lambda k: formed if k < 1200 else failed)
     assert [(s, k) for s, k, _ in seen][-1] == (S.REJECTED, 1200)
     assert "confirmatory test" in seen[-1][2].detail["reason"]
+    assert seen[-1][2].metrics["rule_alpha"] == (failed.stats or {})["confirm"]["alpha"]
     assert not seen[-1][2].passed
     # a rule no longer in memory can never confirm it
     gone = _formation_walk(_decisions(cost=0.01), lambda k: None)
