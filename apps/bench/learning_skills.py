@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from reflexmem.ledger.enums import EntryState, Tier
+from reflexmem.ledger.enums import Tier
 from reflexmem.ledger.reflex_enums import SkillState
 from reflexmem.memory.entries import MemoryEntry
 from reflexmem.memory.ledger_mirror import role_namespace
-from reflexmem.memory.outcome_rules import newest_rules
+from reflexmem.memory.outcome_rules import live_rules, newest_rules
 from reflexmem.memory.store import InMemoryStore
 from reflexmem.reflex.evidence import VersionView
 from reflexmem.reflex.outcomes import DECIDED_AT, RETURN, STOPPED, check_stops, outcome_effect
@@ -122,10 +122,8 @@ class Checks:
     def run(self, store: InMemoryStore, now: datetime) -> None:
         """One cycle's generation and promotion at `now`."""
         rules = newest_rules(store, role_namespace(self.role_id))
-        for condition, rule in rules.items():
+        for condition, rule in live_rules(rules).items():
             if condition in self.views or condition in self.skipped:
-                continue
-            if rule.state not in (EntryState.CANDIDATE, EntryState.ACTIVE):
                 continue
             made = rule_check_file(rule, self.role_id, self.registry, now=now)
             if isinstance(made, str):

@@ -105,6 +105,11 @@ def newest_rules(store: MemoryStore, namespace: str) -> dict[str, MemoryEntry]:
     return _newest(store, namespace, Tier.PROCEDURAL, RuleConfig().prefixes)
 
 
+def live_rules(rules: Mapping[str, MemoryEntry]) -> dict[str, MemoryEntry]:
+    """Of `newest_rules`, those waiting or active: a retired condition is retired for good."""
+    return {c: r for c, r in rules.items() if r.state is not EntryState.RETIRED}
+
+
 def _moments(episodes: Sequence[MemoryEntry], condition: str | None = None) -> Moments:
     return Moments.of(
         e.outcome

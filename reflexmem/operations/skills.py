@@ -32,12 +32,11 @@ import polars as pl
 import sqlalchemy as sa
 
 from reflexmem.ledger.bulk import bulk_insert
-from reflexmem.ledger.enums import EntryState
 from reflexmem.ledger.skill_cycle_models import CheckKind
 from reflexmem.ledger.sqlio import to_utc
 from reflexmem.memory.ledger_mirror import role_namespace
 from reflexmem.memory.ledger_store import LedgerMemoryStore
-from reflexmem.memory.outcome_rules import newest_rules
+from reflexmem.memory.outcome_rules import live_rules, newest_rules
 from reflexmem.operations.resources import Resources
 from reflexmem.reflex.candidates import candidate_files
 from reflexmem.reflex.clusters import MIN_CLUSTER, describe, find_patterns
@@ -172,8 +171,8 @@ def _rule_checks(
     skipped: dict[str, str] = {}
     for role_id in sorted(res.registry.roles):
         namespace = role_namespace(role_id)
-        for condition, rule in sorted(newest_rules(store, namespace).items()):
-            if (namespace, condition) in done or rule.state is EntryState.RETIRED:
+        for condition, rule in sorted(live_rules(newest_rules(store, namespace)).items()):
+            if (namespace, condition) in done:
                 continue
             made = rule_check_file(rule, role_id, res.registry, now=now)
             if isinstance(made, str):

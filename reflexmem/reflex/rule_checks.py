@@ -262,11 +262,9 @@ def rule_confirmed(provenance: Mapping[str, Any], rule: MemoryEntry | None) -> b
 def _unconfirmed(rule: MemoryEntry | None) -> Evidence:
     """Why a check made at formation is rejected: its rule failed (or left memory)."""
     test = (rule.stats or {}).get("confirm") if rule is not None else None
-    if test:
+    if rule is not None and test:
         reason = "its rule failed its confirmatory test on later episodes"
-        found = effect_evidence(
-            _negated(test), "none", reason=reason, rule=rule.id if rule else None
-        )
+        found = effect_evidence(_negated(test), "none", reason=reason, rule=rule.id)
         # in outcome-score units, like the formation it started from: the rule's p and level
         level = {"rule_p_value": float(test["p_value"]), "rule_alpha": float(test["alpha"])}
         return replace(found, metrics={**found.metrics, **level})
@@ -318,7 +316,7 @@ def rule_step(
     if confirmed is False:
         return S.REJECTED, [_unconfirmed(rule)], _KIND[view.state]
     if view.state == S.CANDIDATE:
-        return S.VALIDATING, [confirmation_evidence(provenance)], CheckKind.EVALUATION
+        return S.VALIDATING, [confirmation_evidence(provenance)], _KIND[view.state]
     if view.state == S.LIMITED and confirmed is None:
         return "its rule awaits its confirmatory test on later episodes"
     unread = view.limited_at if view.state == S.LIMITED else None

@@ -27,7 +27,7 @@ from reflexmem.reflex.outcomes import MIN_HELD
 from reflexmem.reflex.trading import judged_frame, read_episodes
 from tests.integration.skill_data import clock_between, reflected
 from tests.support import AS_OF, make_resources
-from tests.unit.reflex.trading_data import confirmed_rule
+from tests.unit.reflex.trading_data import confirmed_rule, formed_rule
 
 
 def _reflected(engine: sa.Engine, tmp_path: Path) -> tuple[Resources, datetime, pl.DataFrame]:
@@ -94,10 +94,7 @@ def test_a_formed_rule_makes_its_check_which_falls_with_the_rule(
     res, created, episodes = _reflected(engine, tmp_path)
     symbol = str(episodes.filter(pl.col("role_id") == "momentum")["symbol"].mode().sort()[0])
     confirmed = confirmed_rule(f"symbol:{symbol}", -0.4)
-    stats = {k: v for k, v in (confirmed.stats or {}).items() if k != "confirm"}
-    formed = replace(
-        confirmed, id=f"{confirmed.id}-formed", state=EntryState.CANDIDATE, stats=stats
-    )
+    formed = formed_rule(f"symbol:{symbol}", -0.4)
     store = LedgerMemoryStore(engine)
     store.put(formed)
 
@@ -108,7 +105,7 @@ def test_a_formed_rule_makes_its_check_which_falls_with_the_rule(
     assert (validated.frm, validated.to) == ("candidate", "validating")
     # the contrast it formed on, negated: the evidence to start replaying, not a test
     assert validated.evidence["outcome"]["effect"] == pytest.approx(
-        -stats["formed"]["effect"], abs=1e-4
+        -(formed.stats or {})["formed"]["effect"], abs=1e-4
     )
 
     # its rule fails its confirmatory test: the check is rejected with it, wherever it is

@@ -36,7 +36,7 @@ from reflexmem.reflex.rule_checks import (
 )
 from reflexmem.reflex.skills import parse_skill
 from reflexmem.registry import load_registry
-from tests.unit.reflex.trading_data import confirmed_rule
+from tests.unit.reflex.trading_data import confirmed_rule, formed_rule
 
 S = SkillState
 NOW = datetime(2024, 3, 1, tzinfo=UTC)
@@ -291,16 +291,9 @@ def test_the_screen_replays_the_check_on_every_decision_the_rule_was_not_formed_
     assert isinstance(rule_step(old, known, NOW), str)
 
 
-def _formed(condition: str, shift: float) -> MemoryEntry:
-    """The rule of `confirmed_rule` as it stood when it formed: waiting, no test yet."""
-    rule = confirmed_rule(condition, shift)
-    stats = {k: v for k, v in (rule.stats or {}).items() if k != "confirm"}
-    return replace(rule, id=f"{rule.id}-formed", state=EntryState.CANDIDATE, stats=stats)
-
-
 def test_a_rule_makes_its_check_when_it_forms_and_a_retired_rule_makes_none() -> None:
     registry = load_registry()
-    formed = _formed("symbol:AAPL", -0.4)
+    formed = formed_rule("symbol:AAPL", -0.4)
     made = rule_check_file(formed, "momentum", registry, now=NOW)
     assert not isinstance(made, str)
     spec = parse_skill(made[1], "g.yaml", registry)
@@ -319,7 +312,7 @@ def _formation_walk(
 ) -> list[tuple[SkillState, int, Evidence]]:
     """(state, hour, evidence) of each move of a check made when its rule formed."""
     registry = load_registry()
-    made = rule_check_file(_formed("symbol:AAPL", -0.4), "momentum", registry, now=NOW)
+    made = rule_check_file(formed_rule("symbol:AAPL", -0.4), "momentum", registry, now=NOW)
     assert not isinstance(made, str)
     view = VersionView(parse_skill(made[1], "g.yaml", registry), S.CANDIDATE, NOW)
     seen: list[tuple[SkillState, int, Evidence]] = []
@@ -337,7 +330,7 @@ def _formation_walk(
 
 
 def test_a_check_made_at_formation_is_rolled_out_but_active_only_once_its_rule_confirms() -> None:
-    formed, confirmed = _formed("symbol:AAPL", -0.4), confirmed_rule("symbol:AAPL", -0.4)
+    formed, confirmed = formed_rule("symbol:AAPL", -0.4), confirmed_rule("symbol:AAPL", -0.4)
     made = rule_check_file(formed, "momentum", load_registry(), now=NOW)
     assert not isinstance(made, str)
     limited = VersionView(
@@ -358,7 +351,7 @@ def test_a_check_made_at_formation_is_rolled_out_but_active_only_once_its_rule_c
 
 
 def test_a_check_made_at_formation_falls_with_its_rule() -> None:
-    formed, confirmed = _formed("symbol:AAPL", -0.4), confirmed_rule("symbol:AAPL", -0.4)
+    formed, confirmed = formed_rule("symbol:AAPL", -0.4), confirmed_rule("symbol:AAPL", -0.4)
     failed = replace(confirmed, state=EntryState.RETIRED)
     # the rule fails its test at hour 1,200, while the check is limited: rejected then
     seen = _formation_walk(_decisions(cost=0.01), lambda k: formed if k < 1200 else failed)

@@ -3,18 +3,30 @@
 Momentum decisions (the role requires price_history and technicals, at most a day old)
 in which every `gap`-th lacks technicals: reflection's lesson for exactly those is the
 `pattern` below, so a check learned from them should stop exactly them. Beside them,
-`confirmed_rule`: a confirmed outcome rule of the memory, as distillation writes one.
+`confirmed_rule`: a confirmed outcome rule of the memory, as distillation writes one, and
+`formed_rule`: the same rule as it stood when it formed.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
 from apps.bench.structures_stream import confirmed_rule as confirmed_rule
+from reflexmem.ledger.enums import EntryState
+from reflexmem.memory.entries import MemoryEntry
 from reflexmem.reflex.trading import judged_frame, labelled, observations
 from reflexmem.registry import RoleRegistry
+
+
+def formed_rule(condition: str, shift: float) -> MemoryEntry:
+    """`confirmed_rule` as it stood when it formed: a waiting candidate, no test yet."""
+    rule = confirmed_rule(condition, shift)
+    stats = {k: v for k, v in (rule.stats or {}).items() if k != "confirm"}
+    return replace(rule, id=f"{rule.id}-formed", state=EntryState.CANDIDATE, stats=stats)
+
 
 LESSON = "Role momentum (trend_reversal_ignored): decided without the required technicals evidence."
 START = datetime(2025, 1, 6, 14, 30, tzinfo=UTC)
